@@ -1,0 +1,159 @@
+"""`hpmoe` command line. Every error is one line on stderr and exit code 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from . import ssc_io
+from .compiler import compile_schedules
+from .config import PRESETS, MoeConfig, make_config
+from .errors import HpmoeError, ScheduleError
+from .inspect_ssc import summary, summary_line, to_json
+from .validate import check, validate
+
+# Config fields settable from the command line: (flag, field, type, help).
+CONFIG_FLAGS = [
+    ("--ep", "ep", int, "EP group size (ranks)"),
+    ("--tokens", "tokens", int, "tokens per rank (shape bucket)"),
+    ("--hidden", "hidden", int, "hidden size h"),
+    ("--inter", "inter", int, "expert intermediate size I (W1 has 2I columns)"),
+    ("--experts-per-rank", "experts_per_rank", int, "local experts per rank"),
+    ("--topk", "topk", int, "experts per token"),
+    ("--dtype", "dtype", str, "fp32, fp16 or bf16"),
+    ("--tile-m", "tile_m", int, "rows per row tile (dispatch chunk, GMM/SwiGLU/combine tile)"),
+    ("--recv-rows-per-src", "recv_rows_per_src", int, "bucket: rows a rank can receive from each source"),
+    ("--capacity-factor", "capacity_factor", float, "bucket from balanced load x factor, if rows not given"),
+    ("--wgrad-tile", "wgrad_tile", int, "output rows per weight-gradient tile"),
+    ("--token-tile", "token_tile", int, "tokens per combine-reduce tile"),
+    ("--workers-aic", "num_aic", int, "AIC workers (A3: 25)"),
+    ("--workers-aiv", "num_aiv", int, "AIV workers (A3: 50)"),
+]
+
+
+def add_config_args(p: argparse.ArgumentParser, default_preset: str | None = None) -> None:
+    g = p.add_argument_group("configuration (preset, then --config JSON, then flags)")
+    g.add_argument("--preset", default=default_preset, help=f"one of: {', '.join(sorted(PRESETS))}")
+    g.add_argument("--config", metavar="JSON", help="JSON object of config fields")
+    for flag, field, typ, text in CONFIG_FLAGS:
+        g.add_argument(flag, dest=field, type=typ, metavar=field.upper(), help=text)
+    g.add_argument("--no-ratr", action="store_true", help="turn rank-aware task reordering off")
+    g.add_argument("--no-interleave", action="store_true", help="turn cache-guided GMM interleaving off")
+
+
+def config_from_args(args: argparse.Namespace) -> MoeConfig:
+    overrides = {field: getattr(args, field) for _, field, _, _ in CONFIG_FLAGS}
+    if args.no_ratr:
+        overrides["ratr"] = False
+    if args.no_interleave:
+        overrides["interleave"] = False
+    return make_config(args.preset, overrides, args.config)
+
+
+def directions(arg: str) -> list[str]:
+    return ["fwd", "bwd"] if arg == "both" else [arg]
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    if args.rank is not None and not 0 <= args.rank < cfg.ep:
+        raise HpmoeError(f"--rank {args.rank} is outside the EP group of {cfg.ep} ranks")
+    ranks = list(range(cfg.ep)) if args.all_ranks or args.rank is None else [args.rank]
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    schedules = compile_schedules(cfg, directions(args.direction), ranks)
+    for d in directions(args.direction):
+        check([s for s in schedules if s.direction_name == d], group=len(ranks) == cfg.ep)
+    for s in schedules:
+        path = out / f"rank{s.rank}.{s.direction_name}.ssc"
+        nbytes = ssc_io.write(s, path)
+        print(f"{summary_line(s, nbytes)} -> {path}")
+    (out / "config.json").write_text(json.dumps(cfg.to_json(), indent=2) + "\n")
+    print(f"compiled {len(schedules)} SSC file(s) in {time.perf_counter() - start:.3f} s (validated)")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    s = ssc_io.read(args.file)
+    if args.json:
+        json.dump(to_json(s), sys.stdout, indent=1)
+        print()
+    else:
+        print(summary(s, Path(args.file).stat().st_size))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    schedules = [ssc_io.read(f) for f in args.files]
+    by_direction: dict[str, list] = {}
+    for s in schedules:
+        by_direction.setdefault(s.direction_name, []).append(s)
+    failed = False
+    for d, group in sorted(by_direction.items()):
+        errors = validate(group, max_errors=args.max_errors)
+        cfg = group[0].cfg
+        scope = "whole group" if sorted(s.rank for s in group) == list(range(cfg.ep)) else "rank-local checks"
+        for e in errors:
+            print(f"{d}: {e}", file=sys.stderr)
+        status = "FAILED" if errors else "ok"
+        print(f"{d}: {len(group)} file(s), ranks {sorted(s.rank for s in group)} of {cfg.ep}, {scope}: {status}")
+        failed |= bool(errors)
+    if failed:
+        raise ScheduleError("verification failed (violations listed above)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hpmoe", description="HyperParallel-MoE: compile, inspect and verify "
+                                     "static tile-level MoE-FFN schedules (SSC).")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("compile", help="compile SSC files for one rank or a whole EP group",
+                       description="Compile Static Schedule Configurations: one file per rank and direction.")
+    add_config_args(p)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--rank", type=int, help="compile this rank only (rank-local validation)")
+    which.add_argument("--all-ranks", action="store_true", help="compile every rank (default; group validation)")
+    p.add_argument("--direction", choices=["fwd", "bwd", "both"], default="both")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output folder")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("inspect", help="print an SSC's summary or full JSON", description="Summarise an SSC file.")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="full JSON dump")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("verify", help="validate SSC files (a whole group when every rank is given)",
+                       description="Validate SSC files: structure, thresholds, coverage, writes, deadlock freedom.")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--max-errors", type=int, default=20)
+    p.set_defaults(func=cmd_verify)
+
+    for register in EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+# Other modules (runtime, simulator) add subcommands here without touching the parser above.
+EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except HpmoeError as exc:
+        print(f"hpmoe {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"hpmoe {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""MoE-FFN compile configuration: presets, overrides, validation and derived sizes.
+
+A config names one shape bucket: tokens per rank (T) and rows a rank can receive from each source rank (C).
+An SSC compiled for a bucket serves any routing inside it; see docs/design.md, "Routing and buckets".
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, Mapping
+
+from .errors import ConfigError
+from .ssc_format import CONFIG_INTERLEAVE, CONFIG_RATR, DType
+
+DTYPE_NAMES = {"fp32": DType.FP32, "fp16": DType.FP16, "bf16": DType.BF16}
+
+
+@dataclasses.dataclass(frozen=True)
+class MoeConfig:
+    ep: int
+    tokens: int
+    hidden: int
+    inter: int
+    experts_per_rank: int
+    topk: int
+    dtype: str = "bf16"
+    tile_m: int = 128
+    recv_rows_per_src: int = 0  # 0 = derive from capacity_factor
+    capacity_factor: float = 1.25
+    wgrad_tile: int = 0  # 0 = largest divisor of gcd(hidden, inter) that is <= 256
+    token_tile: int = 0  # 0 = tile_m
+    num_aic: int = 25
+    num_aiv: int = 50
+    ratr: bool = True
+    interleave: bool = True
+
+    # ---- derived ------------------------------------------------------------------------------
+    @property
+    def num_experts(self) -> int:
+        return self.ep * self.experts_per_rank
+
+    @property
+    def chunks_per_src(self) -> int:
+        """NC: row tiles in each source's receive slot."""
+        return self.recv_rows_per_src // self.tile_m
+
+    @property
+    def recv_rows(self) -> int:
+        """Rows of every receive buffer: ep slots of C rows."""
+        return self.ep * self.recv_rows_per_src
+
+    @property
+    def row_tiles(self) -> int:
+        return self.ep * self.chunks_per_src
+
+    @property
+    def token_tiles(self) -> int:
+        return math.ceil(self.tokens / self.token_tile)
+
+    @property
+    def dtype_enum(self) -> DType:
+        return DTYPE_NAMES[self.dtype]
+
+    @property
+    def flags(self) -> int:
+        return (CONFIG_RATR if self.ratr else 0) | (CONFIG_INTERLEAVE if self.interleave else 0)
+
+    @property
+    def max_rows_per_pair(self) -> int:
+        """Most rows one source can send one rank: every token picks min(k, E_local) experts there."""
+        return self.tokens * min(self.topk, self.experts_per_rank)
+
+    def ssc_fields(self) -> dict[str, int]:
+        """The values stored in the SSC's config record, in header field order."""
+        return {
+            "ep": self.ep, "tokens": self.tokens, "hidden": self.hidden, "inter": self.inter,
+            "experts_per_rank": self.experts_per_rank, "topk": self.topk, "dtype": int(self.dtype_enum),
+            "tile_m": self.tile_m, "recv_rows_per_src": self.recv_rows_per_src,
+            "wgrad_tile": self.wgrad_tile, "token_tile": self.token_tile, "num_aic": self.num_aic,
+            "num_aiv": self.num_aiv, "flags": self.flags,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "MoeConfig":
+        return resolve(dataclasses.replace(self, **changes))
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # DeepSeek-V3 MoE-FFN as in the paper's evaluation: 8 local experts, top-8, 4096 x 2 tokens per rank.
+    "deepseek-v3": dict(ep=16, tokens=8192, hidden=7168, inter=2048, experts_per_rank=8, topk=8,
+                        dtype="bf16", tile_m=256, wgrad_tile=256, token_tile=256, num_aic=25, num_aiv=50),
+    # Small enough for the CPU twin and the tests; odd sizes exercise non-power-of-two paths elsewhere.
+    "small": dict(ep=4, tokens=64, hidden=64, inter=32, experts_per_rank=2, topk=2, dtype="fp32",
+                  tile_m=16, wgrad_tile=16, token_tile=16, num_aic=2, num_aiv=4),
+}
+
+FIELD_NAMES = {f.name for f in dataclasses.fields(MoeConfig)}
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _default_wgrad_tile(hidden: int, inter: int) -> int:
+    g = math.gcd(hidden, inter)
+    return max(d for d in range(1, min(g, 256) + 1) if g % d == 0)
+
+
+def resolve(cfg: MoeConfig) -> MoeConfig:
+    """Validate every field and fill the derived defaults; raises ConfigError naming the first problem."""
+    positive = ("ep", "tokens", "hidden", "inter", "experts_per_rank", "topk", "tile_m", "num_aic", "num_aiv")
+    for name in positive:
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if cfg.dtype not in DTYPE_NAMES:
+        raise ConfigError(f"dtype must be one of {sorted(DTYPE_NAMES)}, got {cfg.dtype!r}")
+    if cfg.topk > cfg.num_experts:
+        raise ConfigError(f"topk={cfg.topk} is larger than the number of experts "
+                          f"ep*experts_per_rank={cfg.num_experts}")
+    if not cfg.capacity_factor > 0:
+        raise ConfigError(f"capacity_factor must be > 0, got {cfg.capacity_factor!r}")
+    changes: dict[str, Any] = {}
+    wgrad = cfg.wgrad_tile or _default_wgrad_tile(cfg.hidden, cfg.inter)
+    for dim_name in ("hidden", "inter"):
+        if getattr(cfg, dim_name) % wgrad:
+            raise ConfigError(f"{dim_name}={getattr(cfg, dim_name)} is not divisible by wgrad_tile={wgrad}")
+    changes["wgrad_tile"] = wgrad
+    token_tile = cfg.token_tile or cfg.tile_m
+    if token_tile < 1:
+        raise ConfigError(f"token_tile must be a positive integer, got {cfg.token_tile!r}")
+    changes["token_tile"] = token_tile
+    cap_limit = _round_up(cfg.tokens * min(cfg.topk, cfg.experts_per_rank), cfg.tile_m)
+    if cfg.recv_rows_per_src:
+        if cfg.recv_rows_per_src < 0:
+            raise ConfigError(f"recv_rows_per_src must be positive, got {cfg.recv_rows_per_src}")
+        if cfg.recv_rows_per_src % cfg.tile_m:
+            raise ConfigError(f"recv_rows_per_src={cfg.recv_rows_per_src} is not divisible by "
+                              f"tile_m={cfg.tile_m}")
+        capacity = cfg.recv_rows_per_src
+    else:
+        balanced = cfg.tokens * cfg.topk / cfg.ep
+        capacity = min(cap_limit, _round_up(max(1, math.ceil(balanced * cfg.capacity_factor)), cfg.tile_m))
+    changes["recv_rows_per_src"] = capacity
+    if capacity * cfg.ep >= 2**31 or cfg.tokens * cfg.topk >= 2**31:
+        raise ConfigError(f"buffers of {capacity * cfg.ep} rows exceed the 32-bit row indices of the SSC")
+    return dataclasses.replace(cfg, **changes)
+
+
+def make_config(preset: str | None = None, overrides: Mapping[str, Any] | None = None,
+                json_path: str | None = None) -> MoeConfig:
+    """Preset, then JSON file, then explicit overrides (None values are ignored)."""
+    fields: dict[str, Any] = {}
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+        fields.update(PRESETS[preset])
+    if json_path is not None:
+        try:
+            with open(json_path, encoding="utf-8") as fh:
+                loaded = json.load(fh)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"cannot read config {json_path}: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config {json_path} must hold a JSON object")
+        fields.update(loaded)
+    fields.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    unknown = sorted(set(fields) - FIELD_NAMES)
+    if unknown:
+        raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+    missing = sorted(n for n in ("ep", "tokens", "hidden", "inter", "experts_per_rank", "topk") if n not in fields)
+    if missing:
+        raise ConfigError(f"missing config field(s): {', '.join(missing)} (give --preset or set them)")
+    return resolve(MoeConfig(**fields))
+
+
+def config_from_ssc_fields(fields: Mapping[str, int]) -> MoeConfig:
+    """Rebuild a MoeConfig from an SSC's config record."""
+    dtype = {v: k for k, v in DTYPE_NAMES.items()}.get(DType(fields["dtype"]))
+    flags = int(fields["flags"])
+    kwargs = {n: int(fields[n]) for n in ("ep", "tokens", "hidden", "inter", "experts_per_rank", "topk", "tile_m",
+                                           "recv_rows_per_src", "wgrad_tile", "token_tile", "num_aic", "num_aiv")}
+    return resolve(MoeConfig(dtype=dtype, ratr=bool(flags & CONFIG_RATR),
+                             interleave=bool(flags & CONFIG_INTERLEAVE), **kwargs))

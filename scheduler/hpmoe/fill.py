@@ -1,0 +1,198 @@
+"""FillConfig: turn each operator's tiles into Tasks with explicit tensor regions.
+
+Row-tiled ops partition the ep*C receive-row space into op.task_num equal tiles; with the normal split that is
+one tile per (source slot, chunk). A fallback (task_num 1) gives one tile over all rows, which the handlers
+support because they intersect any row range with the valid rows of each slot (docs/design.md).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from .config import MoeConfig
+from .errors import ScheduleError
+from .odg import OperatorGraph, OperatorNode, TensorSpec
+from .ssc_format import REF_GATHER, REF_REMOTE, REF_ROWS_DYNAMIC, QueueType, Slot, TaskType
+from .tasks import NO_PEER, Ref, Task
+
+RECV_SPACE = {Slot.RECV_X, Slot.H, Slot.A, Slot.Y_EXPERT, Slot.RET_Y, Slot.RECV_DY, Slot.DA, Slot.DH,
+              Slot.DX_EXPERT, Slot.RET_DX}
+
+
+def whole(t: TensorSpec, rank: int, flags: int = 0) -> Ref:
+    return Ref(t.slot, rank, 0, t.rows, 0, t.cols, flags)
+
+
+def rows_of(t: TensorSpec, rank: int, row0: int, rows: int, flags: int = 0) -> Ref:
+    return Ref(t.slot, rank, row0, rows, 0, t.cols, flags)
+
+
+def remote(rank: int, dst: int) -> int:
+    return REF_REMOTE if dst != rank else 0
+
+
+class Filler:
+    """Builds the tasks of one operator on one rank."""
+
+    def __init__(self, cfg: MoeConfig, op: OperatorNode, rank: int, tiling: int):
+        self.cfg, self.op, self.rank, self.tiling = cfg, op, rank, tiling
+        self.tasks: list[Task] = []
+
+    def add(self, task_type: TaskType, queue: QueueType, index: int, split_num: int, split_value: int,
+            inputs: list[Ref], outputs: list[Ref], *, phase: int = 0, peer: int = NO_PEER,
+            chunk: int = -1, expert: int = 0) -> None:
+        self.tasks.append(Task(self.rank, self.op.op_id, self.op.name, task_type, queue, index, split_num,
+                               split_value, phase, peer, index if chunk < 0 else chunk, expert,
+                               inputs, outputs, self.tiling))
+
+    # ---- shared shapes ------------------------------------------------------------------------
+    def row_tiles(self) -> list[tuple[int, int, int, int]]:
+        """(row0, rows, peer, chunk) for each of op.task_num tiles of the receive-row space."""
+        n, R, C = self.op.task_num, self.cfg.recv_rows, self.cfg.recv_rows_per_src
+        if R % n:
+            raise ScheduleError(f"{self.op.name}: {n} tiles do not divide {R} receive rows")
+        rows = R // n
+        tiles = []
+        for i in range(n):
+            row0 = i * rows
+            same_slot = row0 // C == (row0 + rows - 1) // C
+            peer = row0 // C if same_slot else NO_PEER
+            chunk = (row0 % C) // rows if same_slot else i
+            tiles.append((row0, rows, peer, chunk))
+        return tiles
+
+    def put_chunks(self) -> tuple[int, int]:
+        """(chunks per destination, rows per chunk) of a put op, which must split per destination."""
+        n, ep, C = self.op.task_num, self.cfg.ep, self.cfg.recv_rows_per_src
+        if n % ep or C % (n // ep):
+            raise ScheduleError(f"{self.op.name}: {n} put tasks cannot split {ep} destination slots of "
+                                f"{C} rows (a put op needs its input's row split)")
+        return n // ep, C // (n // ep)
+
+    def token_tiles(self) -> list[tuple[int, int]]:
+        T, tt = self.cfg.tokens, self.cfg.token_tile
+        return [(t0, min(tt, T - t0)) for t0 in range(0, T, tt)]
+
+
+def _entry_signals(f: Filler, peer_ready: TensorSpec) -> None:
+    """Each rank tells every peer (itself included) that it entered this invocation."""
+    for p in range(f.cfg.ep):
+        out = Ref(peer_ready.slot, p, 0, 1, f.rank, 1, remote(f.rank, p))
+        f.add(TaskType.ENTRY_SIGNAL, QueueType.VTQ, p, f.cfg.ep, 1, [], [out], phase=0, peer=p, chunk=0)
+
+
+def fill_dispatch(f: Filler) -> None:
+    x, send_rows, send_counts = f.op.inputs
+    peer_ready, recv_counts, recv_x = f.op.outputs
+    _entry_signals(f, peer_ready)
+    ready = whole(peer_ready, f.rank)
+    for d in range(f.cfg.ep):
+        f.add(TaskType.COUNT_PUT, QueueType.VTQ, d, f.cfg.ep, 1,
+              [rows_of(send_counts, f.rank, d, 1), ready],
+              [rows_of(recv_counts, d, f.rank, 1, remote(f.rank, d))], phase=1, peer=d, chunk=0)
+    _chunk_puts(f, TaskType.DISPATCH_PUT, [whole(x, f.rank, REF_GATHER)], send_rows, recv_x, ready)
+
+
+def fill_bwd_dispatch(f: Filler) -> None:
+    dy, topk_weights, send_rows = f.op.inputs
+    peer_ready, recv_dy = f.op.outputs
+    _entry_signals(f, peer_ready)
+    ready = whole(peer_ready, f.rank)
+    _chunk_puts(f, TaskType.BWD_DISPATCH_PUT,
+                [whole(dy, f.rank, REF_GATHER), whole(topk_weights, f.rank, REF_GATHER)], send_rows, recv_dy, ready)
+
+
+def _chunk_puts(f: Filler, task_type: TaskType, gathered: list[Ref], send_rows: TensorSpec,
+                dst_buf: TensorSpec, ready: Ref) -> None:
+    per_dst, rows = f.put_chunks()
+    C = f.cfg.recv_rows_per_src
+    for d in range(f.cfg.ep):
+        for c in range(per_dst):
+            plan = Ref(send_rows.slot, f.rank, d, 1, c * rows, rows)
+            out = rows_of(dst_buf, d, f.rank * C + c * rows, rows, REF_ROWS_DYNAMIC | remote(f.rank, d))
+            f.add(task_type, QueueType.VTQ, d * per_dst + c, f.op.task_num, rows, gathered + [plan, ready], [out],
+                  phase=2, peer=d, chunk=c)
+
+
+def fill_row_tiled(f: Filler) -> None:
+    """GMM, SwiGLU and their gradients: tiles of the receive-row space, weights and counts read whole."""
+    for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
+        inputs = [rows_of(t, f.rank, row0, rows, REF_ROWS_DYNAMIC) if t.slot in RECV_SPACE else whole(t, f.rank)
+                  for t in f.op.inputs]
+        outputs = [rows_of(t, f.rank, row0, rows, REF_ROWS_DYNAMIC) for t in f.op.outputs]
+        f.add(f.op.task_type, f.op.queue, i, f.op.task_num, rows, inputs, outputs, peer=peer, chunk=chunk)
+
+
+def fill_weight_grad(f: Filler) -> None:
+    """dW[e][block] = X_e[:, block]^T dY_e: X is read on the block's columns, dY whole, reduction never split."""
+    x_like, dy_like, counts = f.op.inputs
+    (dw,) = f.op.outputs
+    per_expert_rows = dw.shape[1]
+    wg = f.cfg.wgrad_tile
+    blocks = per_expert_rows // wg
+    if f.op.task_num != f.cfg.experts_per_rank * blocks:
+        raise ScheduleError(f"{f.op.name}: {f.op.task_num} tasks do not match "
+                            f"{f.cfg.experts_per_rank} experts x {blocks} blocks")
+    for i in range(f.op.task_num):
+        e, b = divmod(i, blocks)
+        x_ref = Ref(x_like.slot, f.rank, 0, x_like.rows, b * wg, wg, REF_ROWS_DYNAMIC)
+        out = Ref(dw.slot, f.rank, e * per_expert_rows + b * wg, wg, 0, dw.cols)
+        f.add(f.op.task_type, QueueType.CTQ, i, f.op.task_num, wg,
+              [x_ref, whole(dy_like, f.rank, REF_ROWS_DYNAMIC), whole(counts, f.rank)], [out], expert=e, chunk=b)
+
+
+def _combine(f: Filler, reduce_type: TaskType, reduce_inputs: list[TensorSpec]) -> None:
+    """Puts of each row tile back to its source slot, then the source-side top-k reduce over token tiles."""
+    expert_out = f.op.inputs[0]
+    ret, out = f.op.outputs
+    C = f.cfg.recv_rows_per_src
+    f.put_chunks()
+    for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
+        dst = row0 // C
+        local = rows_of(ret, dst, f.rank * C + row0 % C, rows, REF_ROWS_DYNAMIC | remote(f.rank, dst))
+        f.add(TaskType.COMBINE_PUT, QueueType.VTQ, i, f.op.task_num, rows,
+              [rows_of(expert_out, f.rank, row0, rows, REF_ROWS_DYNAMIC)], [local], phase=0, peer=peer, chunk=chunk)
+    tiles = f.token_tiles()
+    for i, (t0, tt) in enumerate(tiles):
+        inputs = [whole(ret, f.rank)] + [rows_of(t, f.rank, t0, tt) for t in reduce_inputs]
+        f.add(reduce_type, QueueType.VTQ, i, len(tiles), f.cfg.token_tile, inputs, [rows_of(out, f.rank, t0, tt)],
+              phase=1)
+
+
+def fill_combine(f: Filler) -> None:
+    _combine(f, TaskType.COMBINE_REDUCE, [f.op.inputs[1], f.op.inputs[2]])
+
+
+def fill_bwd_combine(f: Filler) -> None:
+    _combine(f, TaskType.BWD_COMBINE_REDUCE, [f.op.inputs[1]])
+
+
+def fill_topk_weight_grad(f: Filler) -> None:
+    dy, ret_y, token_rows = f.op.inputs
+    (dtw,) = f.op.outputs
+    tiles = f.token_tiles()
+    if f.op.task_num != len(tiles):
+        raise ScheduleError(f"{f.op.name}: {f.op.task_num} tasks for {len(tiles)} token tiles")
+    for i, (t0, tt) in enumerate(tiles):
+        f.add(TaskType.TOPK_WEIGHT_GRAD, QueueType.VTQ, i, len(tiles), f.cfg.token_tile,
+              [rows_of(dy, f.rank, t0, tt), whole(ret_y, f.rank), rows_of(token_rows, f.rank, t0, tt)],
+              [rows_of(dtw, f.rank, t0, tt)])
+
+
+FILL_CONFIG: dict[str, Callable[[Filler], None]] = {
+    "Dispatch": fill_dispatch, "GMM1": fill_row_tiled, "SwiGLU": fill_row_tiled, "GMM2": fill_row_tiled,
+    "Combine": fill_combine,
+    "BwdDispatch": fill_bwd_dispatch, "GMM_act_grad": fill_row_tiled, "GMM_w2_grad": fill_weight_grad,
+    "SwiGLU_grad": fill_row_tiled, "GMM_gate_grad": fill_row_tiled, "GMM_w1_grad": fill_weight_grad,
+    "BwdCombine": fill_bwd_combine, "TopkWeightGrad": fill_topk_weight_grad,
+}
+
+
+def fill_rank(graph: OperatorGraph, cfg: MoeConfig, rank: int) -> list[Task]:
+    """All tasks of one rank, operators in graph order (tiling position = op_id)."""
+    tasks: list[Task] = []
+    for op in graph.nodes:
+        filler = Filler(cfg, op, rank, tiling=op.op_id)
+        FILL_CONFIG[op.name](filler)
+        tasks.extend(filler.tasks)
+    return tasks
+

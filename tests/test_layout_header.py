@@ -1,0 +1,53 @@
+"""op_kernel/ssc_layout.h and scheduler/hpmoe/ssc_format.py describe the same bytes."""
+from __future__ import annotations
+
+import json
+import subprocess
+
+from hpmoe import ssc_format as F
+
+
+def _probe(build_dir) -> dict[str, int]:
+    out = subprocess.run([str(build_dir / "op_host" / "hpmoe_ssc_layout_probe")], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def test_record_sizes_match(build_dir):
+    probe = _probe(build_dir)
+    expected = {"SscConfig": F.CONFIG_DTYPE, "SscSection": F.SECTION_DTYPE, "SscHeader": F.HEADER_DTYPE,
+                "SscTensor": F.TENSOR_DTYPE, "SscTensorRef": F.REF_DTYPE, "SscTask": F.TASK_DTYPE,
+                "SscEvent": F.EVENT_DTYPE, "SscQueue": F.QUEUE_DTYPE, "SscTiling": F.TILING_DTYPE}
+    for name, dtype in expected.items():
+        assert probe[f"sizeof.{name}"] == dtype.itemsize, f"{name}: header {probe[f'sizeof.{name}']} != {dtype.itemsize}"
+
+
+def test_field_offsets_match(build_dir):
+    probe = _probe(build_dir)
+    dtypes = {"SscConfig": F.CONFIG_DTYPE, "SscHeader": F.HEADER_DTYPE, "SscTensor": F.TENSOR_DTYPE,
+              "SscTensorRef": F.REF_DTYPE, "SscTask": F.TASK_DTYPE, "SscEvent": F.EVENT_DTYPE,
+              "SscQueue": F.QUEUE_DTYPE, "SscTiling": F.TILING_DTYPE}
+    checked = 0
+    for key, value in probe.items():
+        if not key.startswith("offset."):
+            continue
+        _, record, field = key.split(".")
+        assert dtypes[record].fields[field][1] == value, f"{record}.{field}: header {value}, python {dtypes[record].fields[field][1]}"
+        checked += 1
+    assert checked > 50
+
+
+def test_constants_and_enum_counts_match(build_dir):
+    probe = _probe(build_dir)
+    expected = {
+        "kMagic": F.MAGIC, "kVersionMajor": F.VERSION_MAJOR, "kVersionMinor": F.VERSION_MINOR,
+        "kMaxInputs": F.MAX_INPUTS, "kMaxOutputs": F.MAX_OUTPUTS, "kMaxWaits": F.MAX_WAITS,
+        "kMaxTriggers": F.MAX_TRIGGERS, "kMaxTensorDims": F.MAX_TENSOR_DIMS, "kTensorNameBytes": F.TENSOR_NAME_BYTES,
+        "kNoEvent": F.NO_EVENT, "kNoSlot": F.NO_SLOT, "kCounterStrideBytes": F.COUNTER_STRIDE_BYTES,
+        "kTaskTypeCount": len(F.TaskType), "kSlotCount": len(F.Slot), "kSectionCount": len(F.Section),
+        "kTensorSymmetric": F.TENSOR_SYMMETRIC, "kRefRemote": F.REF_REMOTE, "kRefRowsDynamic": F.REF_ROWS_DYNAMIC,
+        "kRefGather": F.REF_GATHER, "kEventRemoteTriggered": F.EVENT_REMOTE_TRIGGERED,
+        "kConfigRatr": F.CONFIG_RATR, "kConfigInterleave": F.CONFIG_INTERLEAVE,
+    }
+    for name, value in expected.items():
+        assert probe[f"value.{name}"] == value, f"{name}: header {probe[f'value.{name}']}, python {value}"
