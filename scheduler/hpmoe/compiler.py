@@ -12,8 +12,10 @@ from .graphs import build_graph
 from .odg import OperatorGraph, TensorSpec
 from .ordering import build_queues
 from .split import propagate_splits
-from .ssc_format import (DTYPE_BYTES, EVENT_DTYPE, EVENT_REMOTE_TRIGGERED, MAX_INPUTS, MAX_OUTPUTS, NO_EVENT,
-                         NO_SLOT, QUEUE_DTYPE, REF_DTYPE, TASK_DTYPE, TENSOR_DTYPE, TENSOR_SYMMETRIC,
+from .errors import ScheduleError
+from .ssc_format import (DTYPE_BYTES, EVENT_DTYPE, EVENT_REMOTE_TRIGGERED, MAX_INPUTS, MAX_OUTPUTS, MAX_TRIGGERS,
+                         MAX_WAITS, NO_EVENT,
+                         NO_SLOT, QUEUE_DTYPE, TASK_DTYPE, TENSOR_DTYPE, TENSOR_SYMMETRIC,
                          TILING_DTYPE, Direction, QueueType, TaskType)
 from .tasks import Ref, Task
 
@@ -70,24 +72,37 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
     return rec
 
 
-def _ref_tuple(ref: Ref) -> tuple:
-    return (ref.slot, ref.flags, ref.rank, ref.row_offset, ref.rows, ref.col_offset, ref.cols)
-
-
-UNUSED_REF = (NO_SLOT, 0, 0, 0, 0, 0, 0)
+UNUSED_REF = tuple(Ref(NO_SLOT, 0, 0, 0, 0, 0, 0))
 
 
 def _task_records(tasks: list[Task]) -> np.ndarray:
-    rows = []
-    for t in tasks:
-        waits = t.waits + [NO_EVENT] * (2 - len(t.waits))
-        trig_events = [e for _, e in t.triggers] + [NO_EVENT] * (2 - len(t.triggers))
-        trig_ranks = [r for r, _ in t.triggers] + [0] * (2 - len(t.triggers))
-        inputs = [_ref_tuple(r) for r in t.inputs] + [UNUSED_REF] * (MAX_INPUTS - len(t.inputs))
-        outputs = [_ref_tuple(r) for r in t.outputs] + [UNUSED_REF] * (MAX_OUTPUTS - len(t.outputs))
-        rows.append((t.task_type, t.queue, waits, trig_events, trig_ranks, t.task_index, t.split_num,
-                     t.split_value, t.tiling, t.op_id, t.peer, t.expert, 0, inputs, outputs))
-    return np.array(rows, TASK_DTYPE) if rows else np.zeros(0, TASK_DTYPE)
+    """Columnar fill: one numpy assignment per field instead of one tuple per task."""
+    rec = np.zeros(len(tasks), TASK_DTYPE)
+    if not tasks:
+        return rec
+    scalar = {
+        "task_type": [t.task_type for t in tasks], "queue_type": [t.queue for t in tasks],
+        "task_index": [t.task_index for t in tasks], "task_split_num": [t.split_num for t in tasks],
+        "task_split_value": [t.split_value for t in tasks], "tiling_data_position": [t.tiling for t in tasks],
+        "op_id": [t.op_id for t in tasks], "peer": [t.peer for t in tasks], "expert": [t.expert for t in tasks],
+    }
+    for name, values in scalar.items():
+        rec[name] = values
+    rec["dependent_event"] = [t.waits + [NO_EVENT] * (MAX_WAITS - len(t.waits)) for t in tasks]
+    rec["trigger_event"] = [[e for _, e in t.triggers] + [NO_EVENT] * (MAX_TRIGGERS - len(t.triggers)) for t in tasks]
+    rec["trigger_rank"] = [[r for r, _ in t.triggers] + [0] * (MAX_TRIGGERS - len(t.triggers)) for t in tasks]
+    for field, width in (("inputs", MAX_INPUTS), ("outputs", MAX_OUTPUTS)):
+        flat: list[int] = []
+        extend = flat.extend
+        for t in tasks:
+            refs = getattr(t, field)
+            for ref in refs:
+                extend(ref)
+            extend(UNUSED_REF * (width - len(refs)))
+        table = np.array(flat, np.int64).reshape(len(tasks), width, len(Ref._fields))
+        for column, name in enumerate(Ref._fields):
+            rec[field][name] = table[:, :, column]
+    return rec
 
 
 def _event_records(events: list[Event]) -> np.ndarray:
@@ -116,19 +131,43 @@ class GroupTasks:
     events: dict[int, list[Event]]
 
     def rank_tasks(self, rank: int) -> list[Task]:
-        return [t for t in self.tasks if t.rank == rank]
+        return [t for t in self.tasks if t.rank == rank]  # fill keeps each rank's tasks contiguous
 
 
-def build_group_tasks(cfg: MoeConfig, direction: str) -> GroupTasks:
+def build_group_tasks(cfg: MoeConfig, direction: str, ranks: list[int] | None = None) -> GroupTasks:
+    """Tasks and events of the group. With `ranks`, only those ranks are scheduled (see _mirror_triggers)."""
     graph = build_graph(cfg, direction)
     propagate_splits(graph, cfg)
+    wanted = frozenset(range(cfg.ep) if ranks is None else ranks)
+    whole_group = len(wanted) == cfg.ep
     tasks: list[Task] = []
     for rank in range(cfg.ep):
-        tasks.extend(fill_rank(graph, cfg, rank))
+        tasks.extend(fill_rank(graph, cfg, rank, None if whole_group or rank in wanted else wanted))
     for uid, task in enumerate(tasks):
         task.uid = uid
-    events = assign_events(tasks, graph.internal_slots())
+    events = assign_events(tasks, graph.internal_slots(), sorted(wanted))
+    if not whole_group:
+        _mirror_triggers([t for t in tasks if t.rank in wanted], wanted)
     return GroupTasks(cfg, DIRECTIONS[direction], graph, tasks, events)
+
+
+def _mirror_triggers(tasks: list[Task], wanted: frozenset[int]) -> None:
+    """Triggers of puts into ranks that are not being compiled, by rank symmetry.
+
+    Every rank runs the same graph and numbers its events in the same order, so the event a put (r -> d,
+    chunk c) triggers on d has the id of the event r's own put (r -> r, chunk c) triggers on r. The tests
+    check single-rank compiles byte for byte against whole-group compiles, which derive every trigger.
+    """
+    self_puts = {(t.op_id, t.phase, t.chunk): t for t in tasks if t.peer == t.rank}
+    for task in tasks:
+        remote = {ref.rank for ref in task.outputs} - wanted
+        if not remote:
+            continue
+        (dst,) = remote
+        mirror = self_puts.get((task.op_id, task.phase, task.chunk))
+        if mirror is None or mirror.task_type != task.task_type:
+            raise ScheduleError(f"{task.describe()}: no self-put to mirror; compile all ranks (--all-ranks)")
+        task.triggers = [(dst, event) for _, event in mirror.triggers]
 
 
 def schedule_rank(group: GroupTasks, rank: int) -> RankSchedule:
@@ -142,6 +181,6 @@ def schedule_rank(group: GroupTasks, rank: int) -> RankSchedule:
 def compile_schedules(cfg: MoeConfig, directions: list[str], ranks: list[int]) -> list[RankSchedule]:
     out = []
     for direction in directions:
-        group = build_group_tasks(cfg, direction)
+        group = build_group_tasks(cfg, direction, ranks)
         out.extend(schedule_rank(group, r) for r in ranks)
     return out

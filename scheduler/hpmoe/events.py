@@ -45,6 +45,7 @@ class RegionIndex:
             self._max_rows[key] = max(e[1].rows for e in items)
 
         self._cache: dict[Ref, tuple[int, ...]] = {}
+        self._interned: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def overlapping(self, ref: Ref) -> list[tuple[Ref, int]]:
         key = (ref.rank, ref.slot)
@@ -61,7 +62,9 @@ class RegionIndex:
         """Sorted uids of the tasks writing anything inside `ref` (memoised: many tiles read whole buffers)."""
         found = self._cache.get(ref)
         if found is None:
-            found = self._cache[ref] = tuple(sorted({uid for _, uid in self.overlapping(ref)}))
+            found = tuple(sorted({uid for _, uid in self.overlapping(ref)}))
+            # One object per distinct set, so callers can key on id() instead of hashing long tuples.
+            found = self._cache[ref] = self._interned.setdefault(found, found)
         return found
 
 
@@ -71,7 +74,7 @@ def assign_events(tasks: list[Task], internal_slots: set[Slot], ranks: list[int]
     index = RegionIndex(tasks)
     wanted = set(ranks) if ranks is not None else {t.rank for t in tasks}
     events: dict[int, list[Event]] = {r: [] for r in sorted(wanted)}
-    by_set: dict[tuple[int, tuple[int, ...]], Event] = {}
+    by_set: dict[tuple[int, int], Event] = {}  # (rank, id of the interned producer set)
     for task in tasks:
         if task.rank not in wanted:
             continue
@@ -86,12 +89,12 @@ def assign_events(tasks: list[Task], internal_slots: set[Slot], ranks: list[int]
             if not producers:
                 raise ScheduleError(f"{task.describe()} reads {ref.slot.name} rows "
                                     f"[{ref.row_offset}, {ref.row_end}) that no task writes")
-            if producers not in sets:
+            if all(producers is not other for other in sets):
                 sets.append(producers)
         if len(sets) > MAX_WAITS:
             raise ScheduleError(f"{task.describe()} needs {len(sets)} events; a task waits on at most {MAX_WAITS}")
         for producers in sets:
-            key = (task.rank, producers)
+            key = (task.rank, id(producers))
             event = by_set.get(key)
             if event is None:
                 rank_events = events[task.rank]

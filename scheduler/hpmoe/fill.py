@@ -33,16 +33,24 @@ def remote(rank: int, dst: int) -> int:
 class Filler:
     """Builds the tasks of one operator on one rank."""
 
-    def __init__(self, cfg: MoeConfig, op: OperatorNode, rank: int, tiling: int):
+    def __init__(self, cfg: MoeConfig, op: OperatorNode, rank: int, tiling: int,
+                 writes_into: frozenset[int] | None = None):
         self.cfg, self.op, self.rank, self.tiling = cfg, op, rank, tiling
+        self.writes_into = writes_into  # keep only tasks writing into these ranks (None: keep all)
         self.tasks: list[Task] = []
 
     def add(self, task_type: TaskType, queue: QueueType, index: int, split_num: int, split_value: int,
             inputs: list[Ref], outputs: list[Ref], *, phase: int = 0, peer: int = NO_PEER,
             chunk: int = -1, expert: int = 0) -> None:
+        if self.writes_into is not None and not any(ref.rank in self.writes_into for ref in outputs):
+            return
         self.tasks.append(Task(self.rank, self.op.op_id, self.op.name, task_type, queue, index, split_num,
                                split_value, phase, peer, index if chunk < 0 else chunk, expert,
                                inputs, outputs, self.tiling))
+
+    def wants(self, dst: int) -> bool:
+        """Whether a task writing into `dst` is kept (lets put loops skip building dropped tasks)."""
+        return self.writes_into is None or dst in self.writes_into
 
     # ---- shared shapes ------------------------------------------------------------------------
     def row_tiles(self) -> list[tuple[int, int, int, int]]:
@@ -105,7 +113,7 @@ def _chunk_puts(f: Filler, task_type: TaskType, gathered: list[Ref], send_rows: 
                 dst_buf: TensorSpec, ready: Ref) -> None:
     per_dst, rows = f.put_chunks()
     C = f.cfg.recv_rows_per_src
-    for d in range(f.cfg.ep):
+    for d in filter(f.wants, range(f.cfg.ep)):
         for c in range(per_dst):
             plan = Ref(send_rows.slot, f.rank, d, 1, c * rows, rows)
             out = rows_of(dst_buf, d, f.rank * C + c * rows, rows, REF_ROWS_DYNAMIC | remote(f.rank, d))
@@ -148,10 +156,12 @@ def _combine(f: Filler, reduce_type: TaskType, reduce_inputs: list[TensorSpec]) 
     f.put_chunks()
     for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
         dst = row0 // C
+        if not f.wants(dst):
+            continue
         local = rows_of(ret, dst, f.rank * C + row0 % C, rows, REF_ROWS_DYNAMIC | remote(f.rank, dst))
         f.add(TaskType.COMBINE_PUT, QueueType.VTQ, i, f.op.task_num, rows,
               [rows_of(expert_out, f.rank, row0, rows, REF_ROWS_DYNAMIC)], [local], phase=0, peer=peer, chunk=chunk)
-    tiles = f.token_tiles()
+    tiles = f.token_tiles() if f.wants(f.rank) else []
     for i, (t0, tt) in enumerate(tiles):
         inputs = [whole(ret, f.rank)] + [rows_of(t, f.rank, t0, tt) for t in reduce_inputs]
         f.add(reduce_type, QueueType.VTQ, i, len(tiles), f.cfg.token_tile, inputs, [rows_of(out, f.rank, t0, tt)],
@@ -187,11 +197,15 @@ FILL_CONFIG: dict[str, Callable[[Filler], None]] = {
 }
 
 
-def fill_rank(graph: OperatorGraph, cfg: MoeConfig, rank: int) -> list[Task]:
-    """All tasks of one rank, operators in graph order (tiling position = op_id)."""
+def fill_rank(graph: OperatorGraph, cfg: MoeConfig, rank: int,
+              writes_into: frozenset[int] | None = None) -> list[Task]:
+    """The tasks of one rank, operators in graph order (tiling position = op_id); with `writes_into`, only
+    those writing into the given ranks (the producers another rank's events need)."""
     tasks: list[Task] = []
     for op in graph.nodes:
-        filler = Filler(cfg, op, rank, tiling=op.op_id)
+        if writes_into is not None and not any(t.symmetric for t in op.outputs):
+            continue  # only ops with symmetric outputs can write into another rank
+        filler = Filler(cfg, op, rank, tiling=op.op_id, writes_into=writes_into)
         FILL_CONFIG[op.name](filler)
         tasks.extend(filler.tasks)
     return tasks

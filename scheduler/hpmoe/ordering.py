@@ -47,15 +47,21 @@ def _expected_last_chunk(cfg: MoeConfig, expert: int) -> int:
 
 def interleave(cfg: MoeConfig, ordered: list[Task]) -> list[Task]:
     """Move weight-gradient tiles next to their partner's row tile (see module doc)."""
-    partners = {name: [t for t in ordered if t.op_name == name] for name in INTERLEAVE_PARTNER.values()}
     moved = [t for t in ordered if t.op_name in INTERLEAVE_PARTNER]
-    if not moved or not all(partners.values()):
+    if not moved:
         return ordered
+    # Per partner op: its row tiles of the last-arriving slot, in queue order.
+    tails: dict[str, list[Task]] = {}
+    for name in INTERLEAVE_PARTNER.values():
+        rows = [t for t in ordered if t.op_name == name]
+        if not rows:
+            return ordered
+        steps = [ring_step(cfg, t.rank, t) for t in rows]
+        last = max(steps)
+        tails[name] = [t for t, step in zip(rows, steps) if step == last]
     after: dict[int, list[Task]] = {}
     for wgrad in moved:
-        rows = partners[INTERLEAVE_PARTNER[wgrad.op_name]]
-        last_step = max(ring_step(cfg, wgrad.rank, t) for t in rows)
-        tail = [t for t in rows if ring_step(cfg, wgrad.rank, t) == last_step]
+        tail = tails[INTERLEAVE_PARTNER[wgrad.op_name]]
         chunk = _expected_last_chunk(cfg, wgrad.expert)
         anchor = next((t for t in tail if t.chunk >= chunk), tail[-1])
         after.setdefault(id(anchor), []).append(wgrad)

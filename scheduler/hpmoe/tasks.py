@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 from .ssc_format import QueueType, Slot, TaskType
 
 NO_PEER = 0xFFFFFFFF
 
 
-@dataclasses.dataclass(slots=True, frozen=True)
-class Ref:
-    """A 2-D region of a tensor slot on one rank (the TD's TDesc)."""
+class Ref(NamedTuple):
+    """A 2-D region of a tensor slot on one rank (the TD's TDesc). A NamedTuple: tasks hold many of them."""
     slot: Slot
     rank: int
     row_offset: int
