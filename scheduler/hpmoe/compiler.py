@@ -134,9 +134,11 @@ class GroupTasks:
         return [t for t in self.tasks if t.rank == rank]  # fill keeps each rank's tasks contiguous
 
 
-def build_group_tasks(cfg: MoeConfig, direction: str, ranks: list[int] | None = None) -> GroupTasks:
-    """Tasks and events of the group. With `ranks`, only those ranks are scheduled (see _mirror_triggers)."""
-    graph = build_graph(cfg, direction)
+def build_group_tasks(cfg: MoeConfig, direction: str, ranks: list[int] | None = None,
+                      graph: OperatorGraph | None = None) -> GroupTasks:
+    """Tasks and events of the group. With `ranks`, only those ranks are scheduled (see _mirror_triggers).
+    `graph` replaces the standard MoE-FFN graph of the direction (tests use altered SplitSpecs)."""
+    graph = graph or build_graph(cfg, direction)
     propagate_splits(graph, cfg)
     wanted = frozenset(range(cfg.ep) if ranks is None else ranks)
     whole_group = len(wanted) == cfg.ep

@@ -69,11 +69,13 @@ class Filler:
         return tiles
 
     def put_chunks(self) -> tuple[int, int]:
-        """(chunks per destination, rows per chunk) of a put op, which must split per destination."""
+        """(chunks per destination, rows per chunk) of a put op. A put has one destination, so an op that
+        fell back to one task (Algorithm 1, line 12) still issues one whole-slot put per destination."""
         n, ep, C = self.op.task_num, self.cfg.ep, self.cfg.recv_rows_per_src
+        if n < ep:
+            return 1, C
         if n % ep or C % (n // ep):
-            raise ScheduleError(f"{self.op.name}: {n} put tasks cannot split {ep} destination slots of "
-                                f"{C} rows (a put op needs its input's row split)")
+            raise ScheduleError(f"{self.op.name}: {n} put tasks cannot split {ep} destination slots of {C} rows")
         return n // ep, C // (n // ep)
 
     def token_tiles(self) -> list[tuple[int, int]]:
@@ -117,7 +119,7 @@ def _chunk_puts(f: Filler, task_type: TaskType, gathered: list[Ref], send_rows: 
         for c in range(per_dst):
             plan = Ref(send_rows.slot, f.rank, d, 1, c * rows, rows)
             out = rows_of(dst_buf, d, f.rank * C + c * rows, rows, REF_ROWS_DYNAMIC | remote(f.rank, d))
-            f.add(task_type, QueueType.VTQ, d * per_dst + c, f.op.task_num, rows, gathered + [plan, ready], [out],
+            f.add(task_type, QueueType.VTQ, d * per_dst + c, f.cfg.ep * per_dst, rows, gathered + [plan, ready], [out],
                   phase=2, peer=d, chunk=c)
 
 
@@ -153,14 +155,13 @@ def _combine(f: Filler, reduce_type: TaskType, reduce_inputs: list[TensorSpec]) 
     expert_out = f.op.inputs[0]
     ret, out = f.op.outputs
     C = f.cfg.recv_rows_per_src
-    f.put_chunks()
-    for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
-        dst = row0 // C
-        if not f.wants(dst):
-            continue
-        local = rows_of(ret, dst, f.rank * C + row0 % C, rows, REF_ROWS_DYNAMIC | remote(f.rank, dst))
-        f.add(TaskType.COMBINE_PUT, QueueType.VTQ, i, f.op.task_num, rows,
-              [rows_of(expert_out, f.rank, row0, rows, REF_ROWS_DYNAMIC)], [local], phase=0, peer=peer, chunk=chunk)
+    per_dst, rows = f.put_chunks()
+    for dst in filter(f.wants, range(f.cfg.ep)):
+        for c in range(per_dst):
+            row0 = dst * C + c * rows
+            local = rows_of(ret, dst, f.rank * C + c * rows, rows, REF_ROWS_DYNAMIC | remote(f.rank, dst))
+            f.add(TaskType.COMBINE_PUT, QueueType.VTQ, dst * per_dst + c, f.cfg.ep * per_dst, rows,
+                  [rows_of(expert_out, f.rank, row0, rows, REF_ROWS_DYNAMIC)], [local], phase=0, peer=dst, chunk=c)
     tiles = f.token_tiles() if f.wants(f.rank) else []
     for i, (t0, tt) in enumerate(tiles):
         inputs = [whole(ret, f.rank)] + [rows_of(t, f.rank, t0, tt) for t in reduce_inputs]
