@@ -8,13 +8,14 @@ It reads only what an SSC holds (RankSchedule record arrays), so it checks exact
 4. writes: no two tasks write overlapping regions unless a dependency path orders them;
 5. progress: dependency edges (task -> event -> task) plus per-queue order edges are acyclic across all ranks
    of the group, so no schedule can deadlock.
-Each violation names rank, queue, worker, task and event.
+Each violation names rank, queue, worker, task and event. Records are turned into Python tuples once
+(`tolist`), since element-wise numpy access costs about a microsecond per field.
 """
 from __future__ import annotations
 
 import bisect
-import dataclasses
 from collections import defaultdict, deque
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,8 +26,7 @@ from .ssc_format import NO_EVENT, NO_SLOT, REF_REMOTE, QueueType, Slot, TaskType
 CTQ_TYPES = {TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.GMM_WEIGHT_GRAD}
 
 
-@dataclasses.dataclass(frozen=True)
-class Region:
+class Region(NamedTuple):
     rank: int
     slot: int
     row0: int
@@ -40,117 +40,149 @@ class Region:
         return rows * cols if rows > 0 and cols > 0 else 0
 
 
-class _Group:
-    """Flattened view of the schedules: node ids for tasks, and where each task sits in its queue."""
+class _Task(NamedTuple):
+    gid: int
+    rank: int
+    local: int
+    task_type: int
+    op_id: int
+    task_index: int
+    waits: tuple[int, ...]
+    triggers: tuple[tuple[int, int], ...]  # (rank, event)
+    inputs: tuple[Region, ...]
+    outputs: tuple[Region, ...]
 
-    def __init__(self, schedules: list[RankSchedule]):
+
+def _regions(refs, rank: int) -> tuple[Region, ...]:
+    # ref tuple order follows REF_DTYPE: slot, flags, rank, row_offset, rows, col_offset, cols
+    return tuple(Region(r[2] if r[1] & REF_REMOTE else rank, r[0], r[3], r[3] + r[4], r[5], r[5] + r[6])
+                 for r in refs if r[0] != NO_SLOT)
+
+
+class _Group:
+    """Flattened view of the schedules: one _Task per task, and where each task sits in its queue."""
+
+    def __init__(self, schedules: list[RankSchedule], with_regions: bool):
         self.schedules = {s.rank: s for s in schedules}
+        self.tasks: list[_Task] = []
         self.base: dict[int, int] = {}
-        total = 0
-        for s in schedules:
-            self.base[s.rank] = total
-            total += len(s.tasks)
-        self.num_tasks = total
         self.where: dict[int, tuple[str, int]] = {}
         for s in schedules:
-            for qi, q in enumerate(s.queues):
-                name = "CTQ" if q["queue_type"] == QueueType.CTQ else "VTQ"
-                for task in s.queue_tasks(qi):
-                    self.where[self.base[s.rank] + int(task)] = (name, int(q["worker"]))
+            base = self.base[s.rank] = len(self.tasks)
+            # Sub-array fields come back as arrays from a structured tolist(): list each field separately.
+            t = s.tasks
+            columns = zip(t["task_type"].tolist(), t["op_id"].tolist(), t["task_index"].tolist(),
+                          t["dependent_event"].tolist(), t["trigger_event"].tolist(), t["trigger_rank"].tolist(),
+                          t["inputs"].tolist() if with_regions else [()] * len(t),
+                          t["outputs"].tolist() if with_regions else [()] * len(t))
+            for i, (ttype, op, index, waits, trig_events, trig_ranks, inputs, outputs) in enumerate(columns):
+                self.tasks.append(_Task(base + i, s.rank, i, ttype, op, index,
+                                        tuple(e for e in waits if e != NO_EVENT),
+                                        tuple((r, e) for e, r in zip(trig_events, trig_ranks) if e != NO_EVENT),
+                                        _regions(inputs, s.rank), _regions(outputs, s.rank)))
+
+    def _locate(self) -> None:
+        """Queue and worker of every task; only needed to name tasks in a message."""
+        for rank, s in self.schedules.items():
+            for qi, q in enumerate(s.queues.tolist()):
+                name = "CTQ" if q[0] == QueueType.CTQ else "VTQ"
+                for task in s.queue_tasks(qi).tolist():
+                    self.where[self.base[rank] + task] = (name, q[1])
 
     def name(self, gid: int) -> str:
-        for rank in sorted(self.base, reverse=True):
-            if gid >= self.base[rank]:
-                local = gid - self.base[rank]
-                t = self.schedules[rank].tasks[local]
-                queue, worker = self.where.get(gid, ("no queue", -1))
-                return (f"rank {rank} {queue} worker {worker} task {local} "
-                        f"({TaskType(int(t['task_type'])).name} op {int(t['op_id'])} index {int(t['task_index'])})")
-        return f"task {gid}"
-
-
-def _refs(task: np.void, field: str, rank: int):
-    for ref in task[field]:
-        if int(ref["slot"]) == NO_SLOT:
-            continue
-        owner = int(ref["rank"]) if int(ref["flags"]) & REF_REMOTE else rank
-        yield Region(owner, int(ref["slot"]), int(ref["row_offset"]), int(ref["row_offset"]) + int(ref["rows"]),
-                     int(ref["col_offset"]), int(ref["col_offset"]) + int(ref["cols"]))
+        if not self.where:
+            self._locate()
+        t = self.tasks[gid]
+        queue, worker = self.where.get(gid, ("no queue", -1))
+        return f"rank {t.rank} {queue} worker {worker} task {t.local} ({TaskType(t.task_type).name} op {t.op_id} index {t.task_index})"
 
 
 def _check_structure(s: RankSchedule, errors: list[str]) -> None:
-    cfg = s.cfg
-    shapes = {int(t["slot"]): (int(np.prod(t["dims"][:max(1, int(t["ndim"]) - 1)])), int(t["dims"][int(t["ndim"]) - 1]))
-              for t in s.tensors}
-    n_events, n_tasks = len(s.events), len(s.tasks)
-    for i, t in enumerate(s.tasks):
-        where = f"rank {s.rank} task {i}"
-        try:
-            ttype = TaskType(int(t["task_type"]))
-        except ValueError:
-            errors.append(f"{where}: unknown task_type {int(t['task_type'])}")
-            continue
-        expected_queue = QueueType.CTQ if ttype in CTQ_TYPES else QueueType.VTQ
-        if int(t["queue_type"]) != expected_queue:
-            errors.append(f"{where} ({ttype.name}): queue_type {int(t['queue_type'])}, expected {expected_queue.name}")
-        for e in t["dependent_event"]:
-            if int(e) != NO_EVENT and int(e) >= n_events:
-                errors.append(f"{where} ({ttype.name}): waits on event {int(e)}, rank has {n_events}")
-        for e, r in zip(t["trigger_event"], t["trigger_rank"]):
-            if int(e) != NO_EVENT and int(r) >= cfg.ep:
-                errors.append(f"{where} ({ttype.name}): triggers event {int(e)} on rank {int(r)} outside the group")
-        if int(t["tiling_data_position"]) >= len(s.tilings):
-            errors.append(f"{where}: tiling_data_position {int(t['tiling_data_position'])} out of range")
-        for field in ("inputs", "outputs"):
-            for reg in _refs(t, field, s.rank):
-                shape = shapes.get(reg.slot)
-                if shape is None:
-                    errors.append(f"{where} ({ttype.name}): {field} slot {reg.slot} missing from the tensor table")
-                elif reg.row1 > shape[0] or reg.col1 > shape[1] or reg.rank >= cfg.ep:
-                    errors.append(f"{where} ({ttype.name}): {field} region rows [{reg.row0},{reg.row1}) cols "
-                                  f"[{reg.col0},{reg.col1}) on rank {reg.rank} exceeds {Slot(reg.slot).name} {shape}")
-    counts = np.zeros(n_tasks, np.int64)
+    """Vectorised range checks; reports the first offending task of each kind."""
+    cfg, tasks, n_events, n_tasks = s.cfg, s.tasks, len(s.events), len(s.tasks)
+    where = f"rank {s.rank} task"
+
+    def report(mask: np.ndarray, text) -> None:
+        bad = np.nonzero(mask)[0]
+        if len(bad):
+            errors.append(f"{where} {int(bad[0])}: {text(int(bad[0]))}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""))
+
+    types = tasks["task_type"].astype(np.int64)
+    report(types >= len(TaskType), lambda i: f"unknown task_type {int(types[i])}")
+    known = types < len(TaskType)
+    cube = np.isin(types, [int(t) for t in CTQ_TYPES])
+    report(known & (tasks["queue_type"] != np.where(cube, QueueType.CTQ, QueueType.VTQ)),
+           lambda i: f"({TaskType(int(types[i])).name}): queue_type {int(tasks['queue_type'][i])} is the wrong queue")
+    waits = tasks["dependent_event"]
+    report(((waits != NO_EVENT) & (waits >= n_events)).any(axis=1),
+           lambda i: f"waits on event {int(waits[i].max())}, rank has {n_events}")
+    report(((tasks["trigger_event"] != NO_EVENT) & (tasks["trigger_rank"] >= cfg.ep)).any(axis=1),
+           lambda i: f"triggers a rank outside the EP group of {cfg.ep}")
+    report(tasks["tiling_data_position"] >= len(s.tilings),
+           lambda i: f"tiling_data_position {int(tasks['tiling_data_position'][i])} out of range")
+    rows_of, cols_of = np.zeros(65536, np.int64), np.zeros(65536, np.int64)
+    present = np.zeros(65536, bool)
+    for slot, ndim, dims in zip(s.tensors["slot"].tolist(), s.tensors["ndim"].tolist(), s.tensors["dims"].tolist()):
+        rows_of[slot] = int(np.prod(dims[:max(1, ndim - 1)]))
+        cols_of[slot] = dims[ndim - 1]
+        present[slot] = True
+    for field in ("inputs", "outputs"):
+        refs = tasks[field]
+        used = refs["slot"] != NO_SLOT
+        slot = refs["slot"].astype(np.int64)
+        bad_slot = used & ~present[slot]
+        report(bad_slot.any(axis=1), lambda i: f"{field} slot missing from the tensor table")
+        over = used & ((refs["row_offset"].astype(np.int64) + refs["rows"] > rows_of[slot]) |
+                       (refs["col_offset"].astype(np.int64) + refs["cols"] > cols_of[slot]) |
+                       (refs["rank"] >= cfg.ep))
+        report(over.any(axis=1), lambda i: f"{field} region exceeds its tensor")
     if len(s.queues) != cfg.num_aic + cfg.num_aiv:
         errors.append(f"rank {s.rank}: {len(s.queues)} queues for {cfg.num_aic} AIC + {cfg.num_aiv} AIV workers")
-    for qi, q in enumerate(s.queues):
-        first, count = int(q["first_entry"]), int(q["count"])
+    counts = np.zeros(n_tasks, np.int64)
+    for qi, q in enumerate(s.queues.tolist()):
+        first, count = q[2], q[3]
         if first + count > len(s.entries):
             errors.append(f"rank {s.rank} queue {qi}: entries [{first}, +{count}) outside {len(s.entries)}")
             continue
-        for task in s.queue_tasks(qi):
-            if int(task) >= n_tasks:
-                errors.append(f"rank {s.rank} queue {qi}: entry {int(task)} is not a task")
-                continue
-            counts[int(task)] += 1
-            if int(s.tasks[int(task)]["queue_type"]) != int(q["queue_type"]):
-                errors.append(f"rank {s.rank} queue {qi}: task {int(task)} belongs to the other queue type")
-    for i in np.nonzero(counts != 1)[0]:
+        entries = s.queue_tasks(qi).astype(np.int64)
+        if (entries >= n_tasks).any():
+            errors.append(f"rank {s.rank} queue {qi}: entry {int(entries.max())} is not a task")
+            continue
+        np.add.at(counts, entries, 1)
+        wrong = np.nonzero(tasks["queue_type"][entries] != q[0])[0]
+        if len(wrong):
+            errors.append(f"rank {s.rank} queue {qi}: task {int(entries[wrong[0]])} belongs to the other queue type")
+    for i in np.nonzero(counts != 1)[0][:5]:
         errors.append(f"rank {s.rank} task {int(i)}: appears in {int(counts[i])} queues, expected exactly 1")
 
 
 class _Writers:
     """Output regions of the whole group per (rank, slot), for overlap queries."""
 
-    def __init__(self, g: _Group):
+    def __init__(self, tasks: list[_Task]):
         items = defaultdict(list)
-        for rank, s in g.schedules.items():
-            for i, t in enumerate(s.tasks):
-                for reg in _refs(t, "outputs", rank):
-                    items[(reg.rank, reg.slot)].append((reg.row0, reg, g.base[rank] + i))
+        for t in tasks:
+            for reg in t.outputs:
+                items[(reg.rank, reg.slot)].append((reg.row0, t.gid, reg))
         self.items, self.starts, self.max_rows = {}, {}, {}
         for key, rows in items.items():
-            rows.sort(key=lambda e: (e[0], e[2]))
-            self.items[key] = [(r, gid) for _, r, gid in rows]
+            rows.sort()
+            self.items[key] = [(r, gid) for _, gid, r in rows]
             self.starts[key] = [e[0] for e in rows]
-            self.max_rows[key] = max(r.row1 - r.row0 for _, r, _ in rows)
+            self.max_rows[key] = max(r.row1 - r.row0 for _, _, r in rows)
+        self._cache: dict[Region, list[tuple[Region, int]]] = {}
 
     def overlapping(self, reg: Region) -> list[tuple[Region, int]]:
-        key = (reg.rank, reg.slot)
-        if key not in self.items:
-            return []
-        lo = bisect.bisect_left(self.starts[key], reg.row0 - self.max_rows[key] + 1)
-        hi = bisect.bisect_left(self.starts[key], reg.row1)
-        return [(r, gid) for r, gid in self.items[key][lo:hi] if r.area_inside(reg) > 0]
+        found = self._cache.get(reg)
+        if found is None:
+            key = (reg.rank, reg.slot)
+            found = []
+            if key in self.items:
+                lo = bisect.bisect_left(self.starts[key], reg.row0 - self.max_rows[key] + 1)
+                hi = bisect.bisect_left(self.starts[key], reg.row1)
+                found = [(r, gid) for r, gid in self.items[key][lo:hi] if r.area_inside(reg) > 0]
+            self._cache[reg] = found
+        return found
 
 
 def validate(schedules: list[RankSchedule], *, group: bool | None = None, max_errors: int = 20) -> list[str]:
@@ -170,85 +202,89 @@ def validate(schedules: list[RankSchedule], *, group: bool | None = None, max_er
     if errors:
         return errors[:max_errors]
     is_group = ranks == list(range(cfg.ep)) if group is None else group
-    g = _Group(schedules)
+    g = _Group(schedules, with_regions=is_group)  # regions are only needed for group coverage checks
 
-    # Triggers per (rank, event), and the producers behind each event.
     triggers: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for t in g.tasks:
+        for key in t.triggers:
+            triggers[key].append(t.gid)
     for rank, s in g.schedules.items():
-        for i, t in enumerate(s.tasks):
-            for e, r in zip(t["trigger_event"], t["trigger_rank"]):
-                if int(e) != NO_EVENT:
-                    triggers[(int(r), int(e))].append(g.base[rank] + i)
-    for rank, s in g.schedules.items():
-        for e, ev in enumerate(s.events):
+        for e, threshold in enumerate(s.events["threshold"].tolist()):
             n = len(triggers.get((rank, e), ()))
-            local_only = not is_group
-            if (n != int(ev["threshold"]) and not local_only) or (local_only and n > int(ev["threshold"])):
-                errors.append(f"rank {rank} event {e}: threshold {int(ev['threshold'])} but {n} trigger(s)"
-                              f"{' from this rank' if local_only else ''}")
+            if (is_group and n != threshold) or (not is_group and n > threshold):
+                errors.append(f"rank {rank} event {e}: threshold {threshold} but {n} trigger(s)"
+                              f"{'' if is_group else ' from this rank'}")
     if is_group:
         for (rank, e), producers in triggers.items():
             if rank in g.schedules and e >= len(g.schedules[rank].events):
                 errors.append(f"{g.name(producers[0])} triggers event {e} on rank {rank}, which has "
                               f"{len(g.schedules[rank].events)} events")
-
-    # Coverage: only checkable when every writer is known (the whole group).
-    if is_group:
-        internal = {reg.slot for rank, s in g.schedules.items() for t in s.tasks for reg in _refs(t, "outputs", rank)}
-        writers = _Writers(g)
-        for rank, s in g.schedules.items():
-            for i, t in enumerate(s.tasks):
-                gid = g.base[rank] + i
-                waited = set()
-                for e in t["dependent_event"]:
-                    if int(e) != NO_EVENT:
-                        waited.update(triggers.get((rank, int(e)), ()))
-                for reg in _refs(t, "inputs", rank):
-                    if reg.slot not in internal:
-                        continue
-                    found = writers.overlapping(reg)
-                    covered = sum(w.area_inside(reg) for w, _ in found)
-                    area = (reg.row1 - reg.row0) * (reg.col1 - reg.col0)
-                    if covered < area:
-                        errors.append(f"{g.name(gid)}: reads {Slot(reg.slot).name} rows [{reg.row0},{reg.row1}) "
-                                      f"cols [{reg.col0},{reg.col1}) of which {area - covered} elements no task writes")
-                    for _, writer in found:
-                        if writer not in waited:
-                            events = [int(e) for e in t["dependent_event"] if int(e) != NO_EVENT]
-                            errors.append(f"{g.name(gid)}: reads {Slot(reg.slot).name} written by {g.name(writer)} "
-                                          f"without waiting for it (waits on events {events})")
-                            break
-                    if len(errors) >= max_errors:
-                        return errors
-        _check_writes(g, writers, triggers, errors)
-    errors.extend(_check_acyclic(g, triggers, is_group))
+        writers = _Writers(g.tasks)
+        _check_coverage(g, writers, triggers, errors, max_errors)
+        if len(errors) < max_errors:
+            _check_writes(g, writers, triggers, errors)
+    if len(errors) < max_errors:
+        errors.extend(_check_acyclic(g, triggers))
     return errors[:max_errors]
 
 
-def _edges(g: _Group, triggers: dict[tuple[int, int], list[int]], is_group: bool):
+def _check_coverage(g: _Group, writers: _Writers, triggers, errors: list[str], max_errors: int) -> None:
+    internal = {reg.slot for t in g.tasks for reg in t.outputs}
+    waited_sets: dict[tuple[int, tuple[int, ...]], frozenset[int]] = {}
+    uncovered: dict[Region, int] = {}          # region -> elements no task writes (shared by many readers)
+    unwaited: dict[tuple[Region, int], int] = {}  # (region, id of waited set) -> first writer not waited on
+    for t in g.tasks:
+        key = (t.rank, t.waits)
+        waited = waited_sets.get(key)
+        if waited is None:
+            waited = waited_sets[key] = frozenset(p for e in t.waits for p in triggers.get((t.rank, e), ()))
+        for reg in t.inputs:
+            if reg.slot not in internal:
+                continue
+            found = writers.overlapping(reg)
+            missing = uncovered.get(reg)
+            if missing is None:
+                area = (reg.row1 - reg.row0) * (reg.col1 - reg.col0)
+                missing = uncovered[reg] = area - sum(w.area_inside(reg) for w, _ in found)
+            if missing > 0:
+                errors.append(f"{g.name(t.gid)}: reads {Slot(reg.slot).name} rows [{reg.row0},{reg.row1}) "
+                              f"cols [{reg.col0},{reg.col1}) of which {missing} elements no task writes")
+            key2 = (reg, id(waited))
+            writer = unwaited.get(key2)
+            if writer is None:
+                writer = unwaited[key2] = next((w for _, w in found if w not in waited), -1)
+            if writer >= 0:
+                errors.append(f"{g.name(t.gid)}: reads {Slot(reg.slot).name} written by {g.name(writer)} "
+                              f"without waiting for it (waits on events {list(t.waits)})")
+            if len(errors) >= max_errors:
+                return
+
+
+def _edges(g: _Group, triggers) -> tuple[list[list[int]], dict[int, tuple[int, int]]]:
     """Successor lists over task nodes [0, n) and event nodes [n, ...)."""
+    n = len(g.tasks)
     event_node: dict[tuple[int, int], int] = {}
-    succ: list[list[int]] = [[] for _ in range(g.num_tasks)]
+    succ: list[list[int]] = [[] for _ in range(n)]
 
     def node(key: tuple[int, int]) -> int:
-        if key not in event_node:
-            event_node[key] = g.num_tasks + len(event_node)
+        found = event_node.get(key)
+        if found is None:
+            found = event_node[key] = n + len(event_node)
             succ.append([])
-        return event_node[key]
+        return found
 
+    for t in g.tasks:
+        for e in t.waits:
+            succ[node((t.rank, e))].append(t.gid)
+        for key in t.triggers:
+            if key[0] in g.schedules:
+                succ[t.gid].append(node(key))
     for rank, s in g.schedules.items():
-        for i, t in enumerate(s.tasks):
-            gid = g.base[rank] + i
-            for e in t["dependent_event"]:
-                if int(e) != NO_EVENT:
-                    succ[node((rank, int(e)))].append(gid)
-            for e, r in zip(t["trigger_event"], t["trigger_rank"]):
-                if int(e) != NO_EVENT and (int(r) in g.schedules):
-                    succ[gid].append(node((int(r), int(e))))
+        base = g.base[rank]
         for qi in range(len(s.queues)):
-            entries = s.queue_tasks(qi)
+            entries = s.queue_tasks(qi).tolist()
             for a, b in zip(entries[:-1], entries[1:]):
-                succ[g.base[rank] + int(a)].append(g.base[rank] + int(b))
+                succ[base + a].append(base + b)
     return succ, {v: k for k, v in event_node.items()}
 
 
@@ -263,7 +299,7 @@ def _check_writes(g: _Group, writers: _Writers, triggers, errors: list[str]) -> 
                     pairs.append((gid, ogid, key))
     if not pairs:
         return
-    succ, _ = _edges(g, triggers, True)
+    succ, _ = _edges(g, triggers)
     for a, b, key in pairs:
         if not (_reaches(succ, a, b) or _reaches(succ, b, a)):
             errors.append(f"{g.name(a)} and {g.name(b)} write overlapping {Slot(key[1]).name} on rank {key[0]} "
@@ -282,16 +318,16 @@ def _reaches(succ: list[list[int]], src: int, dst: int) -> bool:
     return False
 
 
-def _check_acyclic(g: _Group, triggers, is_group: bool) -> list[str]:
-    succ, event_of = _edges(g, triggers, is_group)
+def _check_acyclic(g: _Group, triggers) -> list[str]:
+    succ, event_of = _edges(g, triggers)
     indegree = [0] * len(succ)
     for outs in succ:
         for n in outs:
             indegree[n] += 1
-    todo = deque(i for i, d in enumerate(indegree) if d == 0)
+    todo = [i for i, d in enumerate(indegree) if d == 0]
     done = 0
     while todo:
-        n = todo.popleft()
+        n = todo.pop()
         done += 1
         for m in succ[n]:
             indegree[m] -= 1
@@ -301,13 +337,13 @@ def _check_acyclic(g: _Group, triggers, is_group: bool) -> list[str]:
         return []
     # Walk inside the unresolved part until a node repeats: that loop is a cycle.
     stuck = {i for i, d in enumerate(indegree) if d > 0}
-    path, index, node = [], {}, next(iter(sorted(stuck)))
+    path, index, node = [], {}, min(stuck)
     while node not in index:
         index[node] = len(path)
         path.append(node)
         node = next(m for m in succ[node] if m in stuck)
     cycle = path[index[node]:]
-    names = [g.name(n) if n < g.num_tasks else f"event {event_of[n][1]} on rank {event_of[n][0]}" for n in cycle]
+    names = [g.name(n) if n < len(g.tasks) else f"event {event_of[n][1]} on rank {event_of[n][0]}" for n in cycle]
     return [f"deadlock: dependency and queue-order cycle of {len(cycle)} nodes: " + " -> ".join(names[:12])
             + (" -> ..." if len(names) > 12 else "")]
 

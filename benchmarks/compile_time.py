@@ -1,0 +1,67 @@
+"""Compile time of the static scheduler: `python benchmarks/compile_time.py [--preset deepseek-v3] [--ep 16]`.
+
+Measures, side by side in one run, the median of --repeat runs of:
+- one rank, forward + backward (target <= 100 ms for deepseek-v3 EP16), with the rank-local validator;
+- all ranks, forward + backward (target <= 1 s for 16 ranks), without and with the whole-group validator;
+- serialising every SSC to bytes.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from hpmoe import ssc_io
+from hpmoe.compiler import compile_schedules
+from hpmoe.config import make_config
+from hpmoe.validate import check
+
+
+def timed(fn, repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="deepseek-v3")
+    p.add_argument("--ep", type=int, default=16)
+    p.add_argument("--repeat", type=int, default=5)
+    args = p.parse_args()
+    cfg = make_config(args.preset, {"ep": args.ep})
+    ranks = list(range(cfg.ep))
+
+    def one_rank():
+        s = compile_schedules(cfg, ["fwd", "bwd"], [0])
+        for d in ("fwd", "bwd"):
+            check([x for x in s if x.direction_name == d], group=False)
+
+    def all_ranks():
+        return compile_schedules(cfg, ["fwd", "bwd"], ranks)
+
+    schedules = all_ranks()
+
+    def group_verify():
+        for d in ("fwd", "bwd"):
+            check([x for x in schedules if x.direction_name == d], group=True)
+
+    def serialise():
+        return [ssc_io.to_bytes(s) for s in schedules]
+
+    tasks = sum(len(s.tasks) for s in schedules)
+    print(f"{args.preset} EP{cfg.ep}: {tasks} tasks in {len(schedules)} SSCs (fwd+bwd), median of {args.repeat}")
+    rows = [("one rank, fwd+bwd, compile + rank-local validation", timed(one_rank, args.repeat), 0.100),
+            (f"all {cfg.ep} ranks, fwd+bwd, compile", timed(all_ranks, args.repeat), 1.0),
+            (f"all {cfg.ep} ranks, fwd+bwd, whole-group validation", timed(group_verify, max(1, args.repeat // 2)), None),
+            (f"all {cfg.ep} ranks, serialise to SSC bytes", timed(serialise, args.repeat), None)]
+    for name, seconds, target in rows:
+        verdict = "" if target is None else f"  (target {target * 1000:.0f} ms: {'met' if seconds <= target else 'MISSED'})"
+        print(f"  {name:<58} {seconds * 1000:9.1f} ms{verdict}")
+
+
+if __name__ == "__main__":
+    main()
