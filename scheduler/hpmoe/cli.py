@@ -157,3 +157,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+from .sim.cli import register_simulate  # noqa: E402  (simulator, issue 4; after the definitions it imports)
+EXTRA_COMMANDS.append(register_simulate)

@@ -53,7 +53,10 @@ class SscCost:
                 hit += nbytes
             else:
                 miss += nbytes
-        miss += self.unc[task]
+        unc = self.unc[task]
+        if unc:
+            dev.l2.stream(unc)
+            miss += unc
         write_local = 0.0
         write_remote = 0.0
         for d, _, nbytes in self.wl.writes[task]:

@@ -2,7 +2,8 @@
 
 L2: an LRU over named byte blocks (workload.py names them), capacity l2_mib * l2_usable_fraction. A read looks a
 block up (a column stripe also hits when its full-width tile is resident) and allocates it on a miss; a task's
-outputs are inserted when it finishes. Writes are charged to HBM (the paper's SwiGLU+Add numbers fit that).
+outputs are inserted when it finishes. Reads of never-produced data (inputs, gathers) pass through L2 as unnamed
+blocks and evict like any other. Writes are charged to HBM (the paper's SwiGLU+Add numbers fit that).
 
 Bandwidth: HBM, L2 and each device's link egress and ingress are FIFO reservation pointers. A task that moves B
 bytes over a resource reserves B / rate from max(now, pointer); the aggregate rate is never exceeded while each
@@ -23,6 +24,7 @@ class L2Cache:
         self.blocks: OrderedDict[tuple, int] = OrderedDict()
         self.hit_bytes = 0.0
         self.miss_bytes = 0.0
+        self._streams = 0
 
     def lookup(self, key: tuple, nbytes: int, full_key: tuple | None = None) -> bool:
         """Read `nbytes` of block `key`; True on a hit. A miss allocates the block."""
@@ -38,6 +40,13 @@ class L2Cache:
         self.miss_bytes += nbytes
         self.insert(key, nbytes)
         return False
+
+    def stream(self, nbytes: float) -> None:
+        """Bytes read from HBM that nothing will look up again (inputs, gathers) still take L2 space."""
+        if nbytes > 0:
+            self.miss_bytes += nbytes
+            self._streams += 1
+            self.insert(("stream", self._streams), int(nbytes))
 
     def insert(self, key: tuple, nbytes: int) -> None:
         blocks = self.blocks

@@ -1,0 +1,93 @@
+"""`hpmoe simulate` and `hpmoe tune`: predicted A3 latencies of SSC groups (registered in hpmoe.cli)."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ..cli import add_config_args, config_from_args, directions
+from ..errors import HpmoeError
+from .api import Prediction, load_ssc_dir, predict
+from .hw import DEFAULT_HW, load_hw
+
+BANNER = "PREDICTED on the {hw} performance model (no Ascend hardware was used; see docs/simulator.md)"
+
+
+def format_prediction(pred: Prediction) -> str:
+    cfg = pred.cfg
+    lines = [BANNER.format(hw=pred.hw.name),
+             f"config: ep={cfg.ep} tokens={cfg.tokens} hidden={cfg.hidden} inter={cfg.inter} "
+             f"E_local={cfg.experts_per_rank} topk={cfg.topk} tile_m={cfg.tile_m} C={cfg.recv_rows_per_src} "
+             f"wgrad_tile={cfg.wgrad_tile} token_tile={cfg.token_tile} workers={cfg.num_aic}/{cfg.num_aiv} "
+             f"ratr={cfg.ratr} interleave={cfg.interleave} routing={pred.routing}",
+             f"{'dir':<4} {'path':<26} {'max over ranks':>15}  per rank (ms)"]
+    total_f = total_b = 0.0
+    for d, r in pred.fused.items():
+        per = " ".join(f"{x / 1e3:.2f}" for x in r.rank_latency_us)
+        lines.append(f"{d:<4} {'HP-MoE SSC (predicted)':<26} {r.latency_us / 1e3:>12.3f} ms  {per}")
+        total_f += r.latency_us
+        b = pred.baseline.get(d)
+        if b is not None:
+            per = " ".join(f"{x / 1e3:.2f}" for x in b.rank_latency_us)
+            lines.append(f"{d:<4} {'kernel-by-kernel (pred.)':<26} {b.latency_us / 1e3:>12.3f} ms  {per}")
+            lines.append(f"{d:<4} {'predicted speedup':<26} {b.latency_us / r.latency_us:>14.2f}x")
+            total_b += b.latency_us
+        util = r.utilisation(pred.hw).mean(axis=0)
+        lines.append(f"{d:<4} {'SSC AIC/AIV busy, L2 hit':<26} {util[0]:>8.0%} / {util[1]:.0%}, "
+                     f"L2 hit {r.l2_hit_rate.mean():.0%} (mean over ranks)")
+    if len(pred.fused) > 1:
+        lines.append(f"{'sum':<4} {'HP-MoE SSC (predicted)':<26} {total_f / 1e3:>12.3f} ms")
+        if total_b:
+            lines.append(f"{'sum':<4} {'kernel-by-kernel (pred.)':<26} {total_b / 1e3:>12.3f} ms  "
+                         f"speedup {total_b / total_f:.2f}x")
+    return "\n".join(lines)
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    hw = load_hw(args.hw)
+    schedules = None
+    if args.ssc:
+        schedules = load_ssc_dir(args.ssc)
+        cfg = schedules[0].cfg
+        dirs = sorted({s.direction_name for s in schedules}, key=["fwd", "bwd"].index)
+        if args.direction != "both":
+            dirs = [d for d in dirs if d == args.direction]
+    else:
+        cfg = config_from_args(args)
+        dirs = directions(args.direction)
+    if not dirs:
+        raise HpmoeError(f"no {args.direction} schedules to simulate")
+    pred = predict(cfg, hw, dirs, args.routing, schedules=schedules, dynamic_dispatch=args.dynamic_dispatch,
+                   baseline=not args.no_baseline)
+    print(format_prediction(pred))
+    if args.trace:
+        n = __import__("hpmoe.sim.trace", fromlist=["write_trace"]).write_trace(pred, args.trace)
+        print(f"trace: {n} events -> {args.trace} (open in ui.perfetto.dev or chrome://tracing)")
+    if args.plot:
+        __import__("hpmoe.sim.plot", fromlist=["plot_prediction"]).plot_prediction(pred, args.plot)
+        print(f"plot -> {args.plot}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(pred.summary(), indent=1) + "\n")
+        print(f"summary -> {args.json}")
+    return 0
+
+
+def add_sim_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hw", metavar="FILE", help=f"hardware override JSON on top of {DEFAULT_HW.name}")
+    p.add_argument("--routing", default="balanced", help="balanced, zipf:S[:SEED] or hot:F[:SEED]")
+    p.add_argument("--direction", choices=["fwd", "bwd", "both"], default="both")
+
+
+def register_simulate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("simulate", help="predict A3 latency of an SSC group and of the kernel-by-kernel baseline",
+                       description="Discrete-event simulation of a whole EP group's SSCs on the Ascend A3 "
+                       "performance model, next to kernel-by-kernel execution. Every number is a prediction.")
+    add_config_args(p, default_preset="deepseek-v3")
+    add_sim_args(p)
+    p.add_argument("--ssc", metavar="DIR", help="simulate the .ssc files in DIR (a whole group) instead of compiling")
+    p.add_argument("--dynamic-dispatch", action="store_true", help="charge the paper's dynamic per-task dispatch")
+    p.add_argument("--no-baseline", action="store_true", help="skip the kernel-by-kernel baseline")
+    p.add_argument("--trace", metavar="JSON", help="write a Chrome/Perfetto trace")
+    p.add_argument("--plot", metavar="PNG", help="write a timeline plot")
+    p.add_argument("--json", metavar="FILE", help="write the summary as JSON")
+    p.set_defaults(func=cmd_simulate)
