@@ -80,6 +80,15 @@ def test_single_rank_compile_equals_the_group_compile(overrides):
             assert ssc_io.to_bytes(one) == ssc_io.to_bytes(twin), f"rank {rank} {one.direction_name} {overrides}"
 
 
+def test_subset_of_ranks_compile_equals_the_group_compile():
+    cfg = make_config("small", {"ep": 5, "topk": 3})
+    group = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
+    subset = compile_schedules(cfg, ["fwd", "bwd"], [1, 3])
+    for one in subset:
+        twin = next(s for s in group if s.rank == one.rank and s.direction == one.direction)
+        assert ssc_io.to_bytes(one) == ssc_io.to_bytes(twin), f"rank {one.rank} {one.direction_name}"
+
+
 def test_single_rank_compile_of_deepseek_equals_group():
     cfg = make_config("deepseek-v3", {"ep": 4})
     group = compile_schedules(cfg, ["bwd"], list(range(cfg.ep)))

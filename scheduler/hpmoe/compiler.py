@@ -6,16 +6,15 @@ import dataclasses
 import numpy as np
 
 from .config import MoeConfig
+from .errors import ScheduleError
 from .events import Event, assign_events
 from .fill import fill_rank
 from .graphs import build_graph
-from .odg import OperatorGraph, TensorSpec
+from .odg import OperatorGraph
 from .ordering import build_queues
 from .split import propagate_splits
-from .errors import ScheduleError
 from .ssc_format import (DTYPE_BYTES, EVENT_DTYPE, EVENT_REMOTE_TRIGGERED, MAX_INPUTS, MAX_OUTPUTS, MAX_TRIGGERS,
-                         MAX_WAITS, NO_EVENT,
-                         NO_SLOT, QUEUE_DTYPE, TASK_DTYPE, TENSOR_DTYPE, TENSOR_SYMMETRIC,
+                         MAX_WAITS, NO_EVENT, NO_SLOT, QUEUE_DTYPE, TASK_DTYPE, TENSOR_DTYPE, TENSOR_SYMMETRIC,
                          TILING_DTYPE, Direction, QueueType, TaskType)
 from .tasks import Ref, Task
 
@@ -129,9 +128,14 @@ class GroupTasks:
     graph: OperatorGraph
     tasks: list[Task]
     events: dict[int, list[Event]]
+    by_rank: dict[int, list[Task]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for task in self.tasks:
+            self.by_rank.setdefault(task.rank, []).append(task)
 
     def rank_tasks(self, rank: int) -> list[Task]:
-        return [t for t in self.tasks if t.rank == rank]  # fill keeps each rank's tasks contiguous
+        return self.by_rank.get(rank, [])
 
 
 def build_group_tasks(cfg: MoeConfig, direction: str, ranks: list[int] | None = None,
@@ -160,13 +164,13 @@ def _mirror_triggers(tasks: list[Task], wanted: frozenset[int]) -> None:
     chunk c) triggers on d has the id of the event r's own put (r -> r, chunk c) triggers on r. The tests
     check single-rank compiles byte for byte against whole-group compiles, which derive every trigger.
     """
-    self_puts = {(t.op_id, t.phase, t.chunk): t for t in tasks if t.peer == t.rank}
+    self_puts = {(t.rank, t.op_id, t.phase, t.chunk): t for t in tasks if t.peer == t.rank}
     for task in tasks:
         remote = {ref.rank for ref in task.outputs} - wanted
         if not remote:
             continue
         (dst,) = remote
-        mirror = self_puts.get((task.op_id, task.phase, task.chunk))
+        mirror = self_puts.get((task.rank, task.op_id, task.phase, task.chunk))
         if mirror is None or mirror.task_type != task.task_type:
             raise ScheduleError(f"{task.describe()}: no self-put to mirror; compile all ranks (--all-ranks)")
         task.triggers = [(dst, event) for _, event in mirror.triggers]
