@@ -1,0 +1,169 @@
+#include "dynamic_dispatch.h"
+
+#include <sched.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "../../op_kernel/cpu/cpu_handlers.h"
+#include "../../op_kernel/runtime/worker_loop.h"
+
+namespace hpmoe {
+namespace cpu {
+namespace {
+
+constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+
+// Lock-free one-shot MPMC queue: every task is pushed exactly once per launch, so a ring of num_tasks slots
+// with monotonic head/tail never wraps.
+class ReadyQueue {
+ public:
+  explicit ReadyQueue(uint32_t capacity) : slots_(capacity), total_(capacity) {
+    for (auto& s : slots_) s.store(kEmpty, std::memory_order_relaxed);
+  }
+  void Push(uint32_t task) {
+    const uint32_t i = tail_.fetch_add(1, std::memory_order_relaxed);
+    slots_[i].store(task, std::memory_order_release);
+  }
+  // Returns a task, kEmpty when nothing is ready yet, or total() when every task has been taken.
+  uint32_t Pop() {
+    uint32_t h = head_.load(std::memory_order_relaxed);
+    while (h < total_) {
+      const uint32_t task = slots_[h].load(std::memory_order_acquire);
+      if (task == kEmpty) return kEmpty;
+      if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) return task;
+    }
+    return total_;
+  }
+  uint32_t total() const { return total_; }
+
+ private:
+  std::vector<std::atomic<uint32_t>> slots_;
+  uint32_t total_;
+  alignas(64) std::atomic<uint32_t> head_{0};
+  alignas(64) std::atomic<uint32_t> tail_{0};
+};
+
+struct RankState {
+  RankRuntime* rank;
+  const rt::SscProgram* program;
+  std::vector<std::vector<uint32_t>> consumers;  // per event: tasks waiting on it
+  std::unique_ptr<std::atomic<uint32_t>[]> pending;
+  std::unique_ptr<ReadyQueue> ready[2];  // by queue type
+};
+
+// Sync backend whose signals also release the consumers that became ready.
+class DynamicSync {
+ public:
+  DynamicSync(CpuSync& base, std::vector<RankState>& states) : base_(base), states_(states) {}
+  int32_t Wait(uint32_t, uint32_t, rt::WaitResult*) { return rt::kOk; }  // popped tasks are ready by construction
+  void Signal(uint32_t rank, uint32_t event) { Completed(rank, event, 1); }
+  void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event, uint32_t value) {
+    base_.PutMemSignal(src, dst_rank, dst, bytes, ssc::kNoEvent, 0);
+    if (event != ssc::kNoEvent) Completed(dst_rank, event, value);
+  }
+
+ private:
+  void Completed(uint32_t rank, uint32_t event, uint32_t value) {
+    uint32_t* counter = base_.Counter(rank, event);
+    const uint32_t now = __atomic_add_fetch(counter, value, __ATOMIC_ACQ_REL);
+    RankState& st = states_[rank];
+    const uint32_t target = rt::EpochTarget(st.program->invocation, st.program->events[event].threshold);
+    if (now != target) return;
+    for (uint32_t task : st.consumers[event]) {
+      if (st.pending[task].fetch_sub(1, std::memory_order_acq_rel) == 1)
+        st.ready[st.program->tasks[task].queue_type]->Push(task);
+    }
+  }
+  CpuSync& base_;
+  std::vector<RankState>& states_;
+};
+
+template <class Handlers>
+int32_t RunDynamicWorker(RankState& st, uint32_t queue_type, DynamicSync& sync, Handlers& handlers,
+                         const std::atomic<int32_t>& failed) {
+  ReadyQueue& ready = *st.ready[queue_type];
+  for (;;) {
+    const uint32_t id = ready.Pop();
+    if (id == ready.total()) return rt::kOk;
+    if (id == kEmpty) {
+      if (failed.load(std::memory_order_relaxed) != 0) return rt::kAborted;  // no bounded waits here
+      sched_yield();
+      continue;
+    }
+    const ssc::SscTask& task = st.program->tasks[id];
+    const bool put = rt::IsPutTask(task.task_type);
+    rt::TaskCall call{&task, id, 0, task.trigger_rank[0], put ? task.trigger_event[0] : ssc::kNoEvent,
+                      st.program->invocation};
+    if (rt::DispatchTask(handlers, call) != 0) return rt::kHandlerFailed;
+    for (uint32_t k = put ? 1u : 0u; k < ssc::kMaxTriggers; ++k) {
+      if (task.trigger_event[k] != ssc::kNoEvent) sync.Signal(task.trigger_rank[k], task.trigger_event[k]);
+    }
+  }
+}
+
+}  // namespace
+
+std::string RunGroupDynamic(RankRuntime* const* ranks, uint32_t num_ranks, uint32_t direction) {
+  if (num_ranks == 0 || num_ranks != ranks[0]->context().cfg.ep)
+    return "dynamic dispatch needs every rank of the group in this process";
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    if (ranks[i]->rank() != i) return "dynamic dispatch needs the ranks in order 0..ep-1";
+    const std::string err = ranks[i]->Prepare(direction);
+    if (!err.empty()) return err;
+  }
+  std::vector<RankState> states(num_ranks);
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    RankState& st = states[i];
+    st.rank = ranks[i];
+    st.program = &ranks[i]->program(direction);
+    const rt::SscProgram& p = *st.program;
+    st.consumers.assign(p.num_events, {});
+    st.pending.reset(new std::atomic<uint32_t>[p.num_tasks]);
+    uint32_t per_type[2] = {0, 0};
+    for (uint32_t t = 0; t < p.num_tasks; ++t) {
+      uint32_t waits = 0;
+      for (uint32_t w = 0; w < ssc::kMaxWaits; ++w) {
+        const uint32_t e = p.tasks[t].dependent_event[w];
+        if (e == ssc::kNoEvent) continue;
+        st.consumers[e].push_back(t);
+        ++waits;
+      }
+      st.pending[t].store(waits, std::memory_order_relaxed);
+      ++per_type[p.tasks[t].queue_type];
+    }
+    for (uint32_t q = 0; q < 2; ++q) st.ready[q].reset(new ReadyQueue(per_type[q]));
+    for (uint32_t t = 0; t < p.num_tasks; ++t) {
+      if (st.pending[t].load(std::memory_order_relaxed) == 0) st.ready[p.tasks[t].queue_type]->Push(t);
+    }
+  }
+  // Events already complete (a peer signalled ahead) cannot occur within one launch: all start together.
+  std::vector<std::thread> threads;
+  std::atomic<int32_t> failed{0};
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    const ssc::SscConfig& cfg = ranks[i]->context().cfg;
+    for (uint32_t w = 0; w < cfg.num_aic + cfg.num_aiv; ++w) {
+      threads.emplace_back([&, i, w, cfg] {
+        RankState& st = states[i];
+        DynamicSync sync(st.rank->sync(direction), states);
+        const uint32_t type = w < cfg.num_aic ? ssc::kCTQ : ssc::kVTQ;
+        int32_t s;
+        if (st.rank->options().handlers == kHandlersNull) {
+          NullHandlers<DynamicSync> h(sync);
+          s = RunDynamicWorker(st, type, sync, h, failed);
+        } else {
+          CpuHandlers<DynamicSync> h(st.rank->context(), st.rank->scratch(w), sync);
+          s = RunDynamicWorker(st, type, sync, h, failed);
+        }
+        if (s != rt::kOk && s != rt::kAborted) failed.store(s);
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  return failed.load() ? "dynamic dispatch: a handler failed" : "";
+}
+
+}  // namespace cpu
+}  // namespace hpmoe

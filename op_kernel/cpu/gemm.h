@@ -1,0 +1,20 @@
+// fp32 matrix products of the CPU twin GMM tiles (blocked, through Eigen's GEMM kernels). Row-major, with
+// leading dimensions. Reduction order depends only on the sizes, so equal inputs give bitwise-equal results.
+#pragma once
+
+#include <cstdint>
+
+namespace hpmoe {
+namespace cpu {
+
+// C[m,n] = A[m,k] * B[k,n]            (trans_b = false; B row-major k x n, ldb >= n)
+// C[m,n] = A[m,k] * B[n,k]^T          (trans_b = true;  B row-major n x k, ldb >= k)
+void GemmRowMajor(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+                  bool trans_b, float* c, int64_t ldc);
+
+// C[m,n] += A[r,m]^T * B[r,n]  (weight gradients: reduction over the r rows, never split)
+void GemmAtBAccumulate(int64_t r, int64_t m, int64_t n, const float* a, int64_t lda, const float* b, int64_t ldb,
+                       float* c, int64_t ldc);
+
+}  // namespace cpu
+}  // namespace hpmoe

@@ -1,0 +1,235 @@
+#include "handlers_compute.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "../runtime/status.h"
+#include "dtype.h"
+#include "gemm.h"
+#include "row_segments.h"
+
+namespace hpmoe {
+namespace cpu {
+namespace {
+
+using ssc::SscTensorRef;
+
+// Rows [r0, r0+m) x cols [c0, c0+n) of `slot` as fp32: the slot itself when it is fp32, else converted
+// into `scratch`. Sets *ld to the row stride of the result.
+const float* RowsF32(const RankContext& ctx, uint32_t slot, uint64_t r0, uint64_t m, uint64_t c0, uint64_t n,
+                     float* scratch, int64_t* ld) {
+  const uint64_t cols = ctx.Cols(slot);
+  const uint32_t dtype = ctx.DType(slot);
+  if (dtype == ssc::kFP32) {
+    *ld = int64_t(cols);
+    return ctx.Slot<float>(slot) + r0 * cols + c0;
+  }
+  const uint8_t* base = ctx.Slot(slot);
+  const uint64_t es = DTypeBytes(dtype);
+  for (uint64_t i = 0; i < m; ++i) LoadF32(base + ((r0 + i) * cols + c0) * es, dtype, n, scratch + i * n);
+  *ld = int64_t(n);
+  return scratch;
+}
+
+// Expert e's matrix of a weight slot ([E, K, N] -> K x N) as fp32, converted once per launch and worker.
+const float* ExpertWeightF32(const RankContext& ctx, WorkerScratch& s, uint32_t slot, uint32_t e) {
+  const SlotShape& shape = ctx.layout->slots[slot];
+  const uint64_t kn = uint64_t(shape.dims[1]) * shape.dims[2];
+  if (shape.dtype == ssc::kFP32) return ctx.Slot<float>(slot) + e * kn;
+  const uint8_t* src = ctx.Slot(slot) + e * kn * DTypeBytes(shape.dtype);
+  if (s.cached_weight != src || s.cached_launch != s.launch) {
+    LoadF32(src, shape.dtype, kn, s.weight);
+    s.cached_weight = src;
+    s.cached_launch = s.launch;
+  }
+  return s.weight;
+}
+
+bool SameRows(const SscTensorRef& a, const SscTensorRef& b) {
+  return a.row_offset == b.row_offset && a.rows == b.rows;
+}
+
+bool FullCols(const RankContext& ctx, const SscTensorRef& r) {
+  return r.col_offset == 0 && r.cols == ctx.Cols(r.slot);
+}
+
+// Reads token_rows[t][j], checked against the return buffers' rows.
+bool TokenRow(const RankContext& ctx, uint64_t t, uint32_t j, uint64_t* row) {
+  const int32_t v = ctx.Slot<int32_t>(ssc::kSlotTokenRows)[t * ctx.cfg.topk + j];
+  if (v < 0 || uint64_t(v) >= uint64_t(ctx.cfg.ep) * ctx.cfg.recv_rows_per_src) return false;
+  *row = uint64_t(v);
+  return true;
+}
+
+inline float Sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
+
+}  // namespace
+
+int32_t RunGmm(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t, bool trans_b) {
+  const SscTensorRef& in = t.inputs[0];
+  const SscTensorRef& w = t.inputs[1];
+  const SscTensorRef& out = t.outputs[0];
+  if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
+  const SlotShape& ws = ctx.layout->slots[w.slot];
+  const uint64_t kw = ws.dims[1], nw = ws.dims[2];
+  const uint64_t k = trans_b ? nw : kw, n = trans_b ? kw : nw;
+  if (in.slot == ssc::kNoSlot || out.slot == ssc::kNoSlot || !FullCols(ctx, in) || !FullCols(ctx, out) ||
+      in.cols != k || out.cols != n || !SameRows(in, out))
+    return rt::kErrRegion;
+  const uint32_t out_dtype = ctx.DType(out.slot);
+  return ForEachExpertSegment(ctx, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+    const uint64_t m = r1 - r0;
+    int64_t lda;
+    const float* a = RowsF32(ctx, in.slot, r0, m, 0, k, s.a, &lda);
+    const float* b = ExpertWeightF32(ctx, s, w.slot, e);
+    float* c = out_dtype == ssc::kFP32 ? reinterpret_cast<float*>(ctx.Row(out.slot, r0)) : s.out;
+    GemmRowMajor(int64_t(m), int64_t(n), int64_t(k), a, lda, b, int64_t(nw), trans_b, c, int64_t(n));
+    if (out_dtype != ssc::kFP32) StoreF32(s.out, out_dtype, m * n, ctx.Row(out.slot, r0));
+  });
+}
+
+int32_t RunWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  const SscTensorRef& x = t.inputs[0];
+  const SscTensorRef& dy = t.inputs[1];
+  const SscTensorRef& out = t.outputs[0];
+  if (out.slot != ssc::kSlotDW1 && out.slot != ssc::kSlotDW2) return rt::kErrRegion;
+  const SlotShape& os = ctx.layout->slots[out.slot];
+  const uint64_t per_expert = os.dims[1], n = os.dims[2];
+  const uint64_t e = out.row_offset / per_expert, b0 = out.row_offset % per_expert, wg = out.rows;
+  const uint64_t all_rows = uint64_t(ctx.cfg.ep) * ctx.cfg.recv_rows_per_src;
+  if (x.slot == ssc::kNoSlot || dy.slot == ssc::kNoSlot || e >= ctx.cfg.experts_per_rank ||
+      b0 + wg > per_expert || !FullCols(ctx, out) || x.col_offset != b0 || x.cols != wg || !FullCols(ctx, dy) ||
+      dy.cols != n || x.row_offset != 0 || x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows)
+    return rt::kErrRegion;
+  float* c = ctx.Slot<float>(out.slot) + out.row_offset * n;
+  std::memset(c, 0, wg * n * sizeof(float));
+  // Fixed order: slots 0..ep-1, rows ascending inside each (ForEachExpertSegment's order).
+  return ForEachExpertSegment(ctx, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
+    if (expert != e) return;
+    int64_t lda, ldb;
+    const float* a = RowsF32(ctx, x.slot, r0, r1 - r0, b0, wg, s.a, &lda);
+    const float* b = RowsF32(ctx, dy.slot, r0, r1 - r0, 0, n, s.b, &ldb);
+    GemmAtBAccumulate(int64_t(r1 - r0), int64_t(wg), int64_t(n), a, lda, b, ldb, c, int64_t(n));
+  });
+}
+
+int32_t RunSwiglu(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  const SscTensorRef& h = t.inputs[0];
+  const SscTensorRef& out = t.outputs[0];
+  const uint64_t inter = ctx.cfg.inter;
+  if (h.slot != ssc::kSlotH || !FullCols(ctx, h) || h.cols != 2 * inter || !FullCols(ctx, out) ||
+      out.cols != inter || !SameRows(h, out))
+    return rt::kErrRegion;
+  return ForEachValidRange(ctx, h.row_offset, h.rows, [&](uint64_t r0, uint64_t r1) {
+    int64_t ld;
+    const float* hv = RowsF32(ctx, h.slot, r0, r1 - r0, 0, 2 * inter, s.a, &ld);
+    for (uint64_t i = 0; i < r1 - r0; ++i) {
+      const float* g = hv + i * ld;
+      const float* u = g + inter;
+      float* o = s.out + i * inter;
+      for (uint64_t c = 0; c < inter; ++c) o[c] = g[c] * Sigmoid(g[c]) * u[c];
+    }
+    StoreF32(s.out, ctx.DType(out.slot), (r1 - r0) * inter, ctx.Row(out.slot, r0));
+  });
+}
+
+int32_t RunSwigluGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  const SscTensorRef& da = t.inputs[0];
+  const SscTensorRef& h = t.inputs[1];
+  const SscTensorRef& out = t.outputs[0];
+  const uint64_t inter = ctx.cfg.inter;
+  if (da.slot == ssc::kNoSlot || h.slot != ssc::kSlotH || !FullCols(ctx, da) || da.cols != inter ||
+      !FullCols(ctx, h) || !FullCols(ctx, out) || out.cols != 2 * inter || !SameRows(da, out) ||
+      !SameRows(h, out))
+    return rt::kErrRegion;
+  return ForEachValidRange(ctx, out.row_offset, out.rows, [&](uint64_t r0, uint64_t r1) {
+    int64_t ldh, ldd;
+    const float* hv = RowsF32(ctx, h.slot, r0, r1 - r0, 0, 2 * inter, s.a, &ldh);
+    const float* dv = RowsF32(ctx, da.slot, r0, r1 - r0, 0, inter, s.b, &ldd);
+    for (uint64_t i = 0; i < r1 - r0; ++i) {
+      const float* g = hv + i * ldh;
+      const float* u = g + inter;
+      const float* d = dv + i * ldd;
+      float* dg = s.out + i * 2 * inter;
+      float* du = dg + inter;
+      for (uint64_t c = 0; c < inter; ++c) {
+        const float sg = Sigmoid(g[c]);
+        du[c] = d[c] * g[c] * sg;
+        dg[c] = d[c] * u[c] * sg * (1.0f + g[c] * (1.0f - sg));
+      }
+    }
+    StoreF32(s.out, ctx.DType(out.slot), (r1 - r0) * 2 * inter, ctx.Row(out.slot, r0));
+  });
+}
+
+namespace {
+
+// out[t] = sum_j scale(t, j) * ret[token_rows[t][j]] over a token tile, j ascending, fp32 accumulation.
+template <class Scale>
+int32_t ReduceTokens(const RankContext& ctx, WorkerScratch& s, const SscTensorRef& ret, const SscTensorRef& rows_ref,
+                     const SscTensorRef& out, Scale&& scale) {
+  const uint64_t h = ctx.cfg.hidden, k = ctx.cfg.topk;
+  if (ret.slot == ssc::kNoSlot || !FullCols(ctx, ret) || ret.cols != h || rows_ref.slot != ssc::kSlotTokenRows ||
+      !FullCols(ctx, rows_ref) || !FullCols(ctx, out) || out.cols != h || !SameRows(rows_ref, out))
+    return rt::kErrRegion;
+  const uint32_t dtype = ctx.DType(ret.slot);
+  const uint64_t es = DTypeBytes(dtype);
+  for (uint64_t tok = out.row_offset; tok < uint64_t(out.row_offset) + out.rows; ++tok) {
+    float* acc = s.out;
+    std::memset(acc, 0, h * sizeof(float));
+    for (uint32_t j = 0; j < k; ++j) {
+      uint64_t row;
+      if (!TokenRow(ctx, tok, j, &row)) return rt::kErrPlan;
+      LoadF32(ctx.Slot(ret.slot) + row * h * es, dtype, h, s.a);
+      const float w = scale(tok, j);
+      for (uint64_t c = 0; c < h; ++c) acc[c] += w * s.a[c];
+    }
+    StoreF32(acc, ctx.DType(out.slot), h, ctx.Row(out.slot, tok));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int32_t RunCombineReduce(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  const SscTensorRef& w = t.inputs[1];
+  if (w.slot != ssc::kSlotTopkWeights || !SameRows(w, t.outputs[0])) return rt::kErrRegion;
+  const float* weights = ctx.Slot<float>(ssc::kSlotTopkWeights);
+  const uint64_t k = ctx.cfg.topk;
+  return ReduceTokens(ctx, s, t.inputs[0], t.inputs[2], t.outputs[0],
+                      [&](uint64_t tok, uint32_t j) { return weights[tok * k + j]; });
+}
+
+int32_t RunBwdCombineReduce(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  return ReduceTokens(ctx, s, t.inputs[0], t.inputs[1], t.outputs[0], [](uint64_t, uint32_t) { return 1.0f; });
+}
+
+int32_t RunTopkWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  const SscTensorRef& dy = t.inputs[0];
+  const SscTensorRef& ret = t.inputs[1];
+  const SscTensorRef& rows_ref = t.inputs[2];
+  const SscTensorRef& out = t.outputs[0];
+  const uint64_t h = ctx.cfg.hidden, k = ctx.cfg.topk;
+  if (dy.slot != ssc::kSlotDy || !SameRows(dy, out) || ret.slot != ssc::kSlotRetY || !FullCols(ctx, ret) ||
+      rows_ref.slot != ssc::kSlotTokenRows || !SameRows(rows_ref, out) || out.slot != ssc::kSlotDTopkWeights ||
+      !FullCols(ctx, out))
+    return rt::kErrRegion;
+  const uint32_t dtype = ctx.DType(ret.slot);
+  const uint64_t es = DTypeBytes(dtype);
+  float* dw = ctx.Slot<float>(out.slot);
+  for (uint64_t tok = out.row_offset; tok < uint64_t(out.row_offset) + out.rows; ++tok) {
+    LoadF32(ctx.Row(ssc::kSlotDy, tok), dtype, h, s.b);
+    for (uint32_t j = 0; j < k; ++j) {
+      uint64_t row;
+      if (!TokenRow(ctx, tok, j, &row)) return rt::kErrPlan;
+      LoadF32(ctx.Slot(ret.slot) + row * h * es, dtype, h, s.a);
+      float dot = 0.0f;
+      for (uint64_t c = 0; c < h; ++c) dot += s.a[c] * s.b[c];
+      dw[tok * k + j] = dot;
+    }
+  }
+  return 0;
+}
+
+}  // namespace cpu
+}  // namespace hpmoe

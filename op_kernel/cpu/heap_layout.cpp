@@ -1,0 +1,80 @@
+#include "heap_layout.h"
+
+#include <cstdio>
+
+namespace hpmoe {
+namespace cpu {
+namespace {
+
+uint64_t RoundUp(uint64_t v, uint64_t m) { return (v + m - 1) / m * m; }
+
+uint64_t ElemBytes(uint32_t dtype) { return dtype == ssc::kFP16 || dtype == ssc::kBF16 ? 2 : 4; }
+
+void SetShape(SlotShape* s, uint32_t dtype, uint32_t d0, uint32_t d1, uint32_t d2 = 0) {
+  s->ndim = d2 ? 3 : 2;
+  s->dims[0] = d0;
+  s->dims[1] = d1;
+  s->dims[2] = d2;
+  s->dims[3] = 0;
+  s->dtype = dtype;
+  s->rows = d2 ? uint64_t(d0) * d1 : d0;
+  s->cols = d2 ? d2 : d1;
+  s->bytes = s->rows * s->cols * ElemBytes(dtype);
+}
+
+}  // namespace
+
+std::string ComputeHeapLayout(const ssc::SscConfig& c, uint32_t counters_fwd, uint32_t counters_bwd,
+                              HeapLayout* layout) {
+  using namespace ssc;
+  if (c.ep == 0 || c.tokens == 0 || c.hidden == 0 || c.inter == 0 || c.experts_per_rank == 0 || c.topk == 0 ||
+      c.recv_rows_per_src == 0 || c.dtype > kBF16)
+    return "config has a zero size or an unknown dtype";
+  const uint32_t T = c.tokens, h = c.hidden, I = c.inter, E = c.experts_per_rank, k = c.topk, ep = c.ep;
+  const uint32_t C = c.recv_rows_per_src, act = c.dtype;
+  if (uint64_t(ep) * C >= (1ull << 31)) return "receive buffers exceed 2^31 rows";
+  const uint32_t R = ep * C;
+  SlotShape* s = layout->slots;
+  SetShape(&s[kSlotX], act, T, h);
+  SetShape(&s[kSlotTopkIds], kINT32, T, k);
+  SetShape(&s[kSlotTopkWeights], kFP32, T, k);
+  SetShape(&s[kSlotW1], act, E, h, 2 * I);
+  SetShape(&s[kSlotW2], act, E, I, h);
+  SetShape(&s[kSlotSendRows], kINT32, ep, C);
+  SetShape(&s[kSlotSendCounts], kINT32, ep, E);
+  SetShape(&s[kSlotRecvCounts], kINT32, ep, E);
+  SetShape(&s[kSlotPeerReady], kINT32, 1, ep);
+  SetShape(&s[kSlotRecvX], act, R, h);
+  SetShape(&s[kSlotH], act, R, 2 * I);
+  SetShape(&s[kSlotA], act, R, I);
+  SetShape(&s[kSlotYExpert], act, R, h);
+  SetShape(&s[kSlotRetY], act, R, h);
+  SetShape(&s[kSlotY], act, T, h);
+  SetShape(&s[kSlotDy], act, T, h);
+  SetShape(&s[kSlotRecvDy], act, R, h);
+  SetShape(&s[kSlotDA], act, R, I);
+  SetShape(&s[kSlotDH], act, R, 2 * I);
+  SetShape(&s[kSlotDxExpert], act, R, h);
+  SetShape(&s[kSlotRetDx], act, R, h);
+  SetShape(&s[kSlotDx], act, T, h);
+  SetShape(&s[kSlotDW1], kFP32, E, h, 2 * I);
+  SetShape(&s[kSlotDW2], kFP32, E, I, h);
+  SetShape(&s[kSlotDTopkWeights], kFP32, T, k);
+  SetShape(&s[kSlotTokenRows], kINT32, T, k);
+  uint64_t offset = kControlBytes;
+  for (uint32_t i = 0; i < kSlotCount; ++i) {
+    layout->slot_offset[i] = offset;
+    offset = RoundUp(offset + s[i].bytes, 64);
+  }
+  const uint32_t caps[2] = {counters_fwd, counters_bwd};
+  for (uint32_t d = 0; d < 2; ++d) {
+    layout->counter_offset[d] = offset;
+    layout->counter_capacity[d] = caps[d];
+    offset += uint64_t(caps[d]) * kCounterStrideBytes;
+  }
+  layout->segment_bytes = RoundUp(offset, kSegmentAlign);
+  return "";
+}
+
+}  // namespace cpu
+}  // namespace hpmoe

@@ -1,0 +1,165 @@
+"""ctypes binding of the CPU twin's C ABI (op_host/cpu/c_api.h) and numpy views of the group heap.
+
+The library is found at $HPMOE_CPU_LIB, else <build>/op_host/cpu/libhpmoe_cpu.so with <build> from
+$HPMOE_BUILD_DIR or the repository's build/ folder (./build.sh builds it).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..config import MoeConfig
+from ..errors import HpmoeError
+from ..graphs import tensor_specs
+from ..ssc_format import CONFIG_FIELDS, DType, Slot
+
+REPO = Path(__file__).resolve().parents[3]
+ERR_LEN = 1024
+DIRECTIONS = {"fwd": 0, "bwd": 1}
+NP_DTYPES = {DType.FP32: np.float32, DType.FP16: np.float16, DType.BF16: np.uint16, DType.INT32: np.int32}
+
+
+class RuntimeFailure(HpmoeError):
+    """The CPU twin refused an SSC or a launch failed (timeout, dead peer, handler error)."""
+
+
+class RankOptions(ctypes.Structure):
+    _fields_ = [("timeout_ms", ctypes.c_uint64), ("handlers", ctypes.c_uint32), ("fault_mode", ctypes.c_uint32),
+                ("fault_after", ctypes.c_uint32), ("fault_direction", ctypes.c_uint32)]
+
+
+def library_path() -> Path:
+    if os.environ.get("HPMOE_CPU_LIB"):
+        return Path(os.environ["HPMOE_CPU_LIB"])
+    build = Path(os.environ.get("HPMOE_BUILD_DIR", REPO / "build"))
+    return build / "op_host" / "cpu" / "libhpmoe_cpu.so"
+
+
+_LIB = None
+
+
+def lib() -> ctypes.CDLL:
+    global _LIB
+    if _LIB is None:
+        path = library_path()
+        if not path.exists():
+            raise RuntimeFailure(f"CPU twin library not found at {path}: run ./build.sh setup")
+        L = ctypes.CDLL(str(path))
+        u32, u64, vp, cp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p
+        pu32, pu64, i32 = ctypes.POINTER(u32), ctypes.POINTER(u64), ctypes.c_int
+        L.hpmoe_cpu_layout.argtypes = [pu32, u32, u32, pu64, pu64, pu64, pu64, cp, i32]
+        L.hpmoe_cpu_shm_create.argtypes = [cp, u64, cp, i32]
+        L.hpmoe_cpu_shm_create.restype = vp
+        L.hpmoe_cpu_shm_attach.argtypes = [cp, u64, cp, i32]
+        L.hpmoe_cpu_shm_attach.restype = vp
+        L.hpmoe_cpu_anon_create.argtypes = [u64, cp, i32]
+        L.hpmoe_cpu_anon_create.restype = vp
+        L.hpmoe_cpu_unmap.argtypes = [vp, u64]
+        L.hpmoe_cpu_unmap.restype = None
+        L.hpmoe_cpu_shm_unlink.argtypes = [cp]
+        L.hpmoe_cpu_heap_init.argtypes = [vp, u32, u64]
+        L.hpmoe_cpu_heap_init.restype = None
+        L.hpmoe_cpu_rank_open.argtypes = [vp, u64, pu32, u32, u32, u32, cp, u64, cp, u64,
+                                          ctypes.POINTER(RankOptions), cp, i32]
+        L.hpmoe_cpu_rank_open.restype = vp
+        L.hpmoe_cpu_rank_close.argtypes = [vp]
+        L.hpmoe_cpu_rank_close.restype = None
+        L.hpmoe_cpu_run.argtypes = [ctypes.POINTER(vp), u32, u32, u32, cp, i32]
+        _LIB = L
+    return _LIB
+
+
+def config_words(cfg: MoeConfig) -> ctypes.Array:
+    fields = cfg.ssc_fields()
+    return (ctypes.c_uint32 * 16)(*([fields[n] for n in CONFIG_FIELDS] + [0, 0]))
+
+
+class HeapLayout:
+    """Offsets of every slot in one rank's segment (computed by the C++ side: one source of truth)."""
+
+    def __init__(self, cfg: MoeConfig, counters_fwd: int, counters_bwd: int):
+        self.cfg, self.counters = cfg, (counters_fwd, counters_bwd)
+        offsets, nbytes = (ctypes.c_uint64 * len(Slot))(), (ctypes.c_uint64 * len(Slot))()
+        counter_offsets, segment = (ctypes.c_uint64 * 2)(), ctypes.c_uint64()
+        err = ctypes.create_string_buffer(ERR_LEN)
+        if lib().hpmoe_cpu_layout(config_words(cfg), counters_fwd, counters_bwd, offsets, nbytes, counter_offsets,
+                                  ctypes.byref(segment), err, ERR_LEN):
+            raise RuntimeFailure(err.value.decode())
+        self.segment_bytes = segment.value
+        self.counter_offsets = tuple(counter_offsets)
+        self.slots = {}
+        for slot, spec in tensor_specs(cfg).items():
+            np_dtype = NP_DTYPES[spec.dtype]
+            shape = tuple(spec.shape)
+            if int(np.prod(shape)) * np.dtype(np_dtype).itemsize != nbytes[slot]:
+                raise RuntimeFailure(f"slot {slot.name}: scheduler and CPU twin disagree on its size")
+            self.slots[slot] = (offsets[slot], shape, np_dtype)
+
+
+class GroupHeap:
+    """The symmetric heap of a whole EP group: POSIX shared memory (shm_name given) or anonymous memory."""
+
+    def __init__(self, layout: HeapLayout, shm_name: str | None = None, create: bool = True):
+        self.layout, self.shm_name = layout, shm_name
+        self.ep = layout.cfg.ep
+        self.nbytes = layout.segment_bytes * self.ep
+        err = ctypes.create_string_buffer(ERR_LEN)
+        L = lib()
+        if shm_name is None:
+            base = L.hpmoe_cpu_anon_create(self.nbytes, err, ERR_LEN)
+        elif create:
+            base = L.hpmoe_cpu_shm_create(shm_name.encode(), self.nbytes, err, ERR_LEN)
+        else:
+            base = L.hpmoe_cpu_shm_attach(shm_name.encode(), self.nbytes, err, ERR_LEN)
+        if not base:
+            raise RuntimeFailure(err.value.decode())
+        self.base = base
+        self.owner = create
+        if create:
+            L.hpmoe_cpu_heap_init(base, self.ep, layout.segment_bytes)
+
+    def view(self, rank: int, slot: Slot) -> np.ndarray:
+        offset, shape, np_dtype = self.layout.slots[slot]
+        count = int(np.prod(shape))
+        addr = self.base + rank * self.layout.segment_bytes + offset
+        buf = (ctypes.c_uint8 * (count * np.dtype(np_dtype).itemsize)).from_address(addr)
+        return np.frombuffer(buf, np_dtype, count).reshape(shape)
+
+    def close(self) -> None:
+        if self.base:
+            lib().hpmoe_cpu_unmap(self.base, self.nbytes)
+            self.base = None
+            if self.shm_name is not None and self.owner:
+                lib().hpmoe_cpu_shm_unlink(self.shm_name.encode())
+
+
+class RankHandle:
+    """One rank's loaded fwd/bwd SSCs on a group heap."""
+
+    def __init__(self, heap: GroupHeap, rank: int, fwd: bytes | None, bwd: bytes | None,
+                 options: RankOptions | None = None):
+        layout = heap.layout
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self.handle = lib().hpmoe_cpu_rank_open(
+            heap.base, layout.segment_bytes, config_words(layout.cfg), layout.counters[0], layout.counters[1], rank,
+            fwd, len(fwd or b""), bwd, len(bwd or b""), ctypes.byref(options or RankOptions(timeout_ms=30000)),
+            err, ERR_LEN)
+        if not self.handle:
+            raise RuntimeFailure(err.value.decode())
+        self.rank = rank
+
+    def close(self) -> None:
+        if self.handle:
+            lib().hpmoe_cpu_rank_close(self.handle)
+            self.handle = None
+
+
+def run(ranks: list[RankHandle], direction: str, dynamic: bool = False) -> None:
+    """One launch of `direction` on these ranks together (all of them threads of this process)."""
+    handles = (ctypes.c_void_p * len(ranks))(*[r.handle for r in ranks])
+    err = ctypes.create_string_buffer(ERR_LEN)
+    if lib().hpmoe_cpu_run(handles, len(ranks), DIRECTIONS[direction], int(dynamic), err, ERR_LEN):
+        raise RuntimeFailure(err.value.decode())

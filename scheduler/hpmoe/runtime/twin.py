@@ -1,0 +1,171 @@
+"""The CPU twin of one EP group: compiled SSCs, the group heap, inputs in, outputs out.
+
+Two ways to run the ranks: as thread groups of this process (`run_threads`, for tests and benchmarks) or as
+separate processes that attach the heap in POSIX shared memory (`run_processes`, what `hpmoe run` and the
+MindSpore integration use; see rank_main.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from .. import ssc_io
+from ..compiler import RankSchedule, compile_schedules
+from ..config import MoeConfig
+from ..ssc_format import Slot
+from . import native
+from .dtypes import to_float64, to_storage
+from .routing import check_routing, plan_rank
+
+OUTPUTS = {"y": Slot.Y, "dx": Slot.DX, "dw1": Slot.DW1, "dw2": Slot.DW2, "dtopk_weights": Slot.DTOPK_WEIGHTS}
+FAULT_MODES = {"none": 0, "exit": 1, "fail": 2}
+
+
+@dataclasses.dataclass
+class MoeInputs:
+    """Per-rank inputs, float64 values already representable in the compute dtype (see make_inputs)."""
+    x: np.ndarray             # [ep, T, h]
+    w1: np.ndarray            # [ep, E, h, 2I]
+    w2: np.ndarray            # [ep, E, I, h]
+    dy: np.ndarray            # [ep, T, h]
+    topk_ids: np.ndarray      # [ep, T, k] int32
+    topk_weights: np.ndarray  # [ep, T, k] float32
+
+
+def make_inputs(cfg: MoeConfig, topk_ids: np.ndarray, topk_weights: np.ndarray, seed: int) -> MoeInputs:
+    """Random activations and weights (scaled so every layer keeps unit-order values), rounded to cfg.dtype."""
+    rng = np.random.default_rng(seed + 7919)
+    ep, T, h, I, E = cfg.ep, cfg.tokens, cfg.hidden, cfg.inter, cfg.experts_per_rank
+
+    def rounded(shape, scale):
+        return to_float64(to_storage(rng.standard_normal(shape) * scale, cfg.dtype), cfg.dtype)
+
+    return MoeInputs(rounded((ep, T, h), 1.0), rounded((ep, E, h, 2 * I), h ** -0.5),
+                     rounded((ep, E, I, h), I ** -0.5), rounded((ep, T, h), 1.0),
+                     np.asarray(topk_ids, np.int32), np.asarray(topk_weights, np.float32))
+
+
+@dataclasses.dataclass
+class Fault:
+    """Test hook: on `rank`, after `after` handler calls of the `direction` launch, exit or fail."""
+    rank: int
+    mode: str = "exit"
+    after: int = 1
+    direction: str = "fwd"
+
+
+class CpuTwin:
+    def __init__(self, cfg: MoeConfig, schedules: list[RankSchedule] | None = None, shared_memory: bool = False,
+                 timeout_s: float = 30.0, handlers: str = "compute"):
+        self.cfg, self.timeout_s, self.handlers = cfg, timeout_s, handlers
+        schedules = schedules if schedules is not None else compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
+        self.ssc: dict[str, list[bytes]] = {"fwd": [b""] * cfg.ep, "bwd": [b""] * cfg.ep}
+        counters = {"fwd": 0, "bwd": 0}
+        for s in schedules:
+            self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
+            counters[s.direction_name] = max(counters[s.direction_name], len(s.events))
+        self.layout = native.HeapLayout(cfg, counters["fwd"], counters["bwd"])
+        self.shm_name = f"hpmoe-{os.getpid()}-{uuid.uuid4().hex[:8]}" if shared_memory else None
+        self.heap = native.GroupHeap(self.layout, self.shm_name)
+        self.ranks: list[native.RankHandle] = []
+
+    # ---- data ----------------------------------------------------------------------------------
+    def load_inputs(self, inputs: MoeInputs) -> None:
+        """Routing plan (bucket check first: nothing moves if the routing does not fit), then every input."""
+        cfg = self.cfg
+        check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
+        for r in range(cfg.ep):
+            plan = plan_rank(cfg, inputs.topk_ids[r])
+            put = {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.W1: to_storage(inputs.w1[r], cfg.dtype),
+                   Slot.W2: to_storage(inputs.w2[r], cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
+                   Slot.TOPK_IDS: inputs.topk_ids[r], Slot.TOPK_WEIGHTS: inputs.topk_weights[r],
+                   Slot.SEND_ROWS: plan.send_rows, Slot.SEND_COUNTS: plan.send_counts,
+                   Slot.TOKEN_ROWS: plan.token_rows}
+            for slot, value in put.items():
+                view = self.heap.view(r, slot)
+                view[...] = np.asarray(value).reshape(view.shape)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        """Every output of every rank as float64, stacked over ranks."""
+        out = {}
+        for name, slot in OUTPUTS.items():
+            dtype = self.cfg.dtype if slot in (Slot.Y, Slot.DX) else "fp32"
+            out[name] = np.stack([to_float64(self.heap.view(r, slot), dtype) for r in range(self.cfg.ep)])
+        return out
+
+    def raw_outputs(self) -> dict[str, np.ndarray]:
+        """Copies of the stored output bits (for bitwise comparisons)."""
+        return {name: np.stack([self.heap.view(r, slot).copy() for r in range(self.cfg.ep)])
+                for name, slot in OUTPUTS.items()}
+
+    # ---- ranks as threads of this process --------------------------------------------------------
+    def open_ranks(self, fault: Fault | None = None) -> None:
+        for r in range(self.cfg.ep):
+            self.ranks.append(native.RankHandle(self.heap, r, self.ssc["fwd"][r] or None, self.ssc["bwd"][r] or None,
+                                                self._options(r, fault)))
+
+    def run_threads(self, direction: str, dynamic: bool = False) -> None:
+        if not self.ranks:
+            self.open_ranks()
+        native.run(self.ranks, direction, dynamic)
+
+    def _options(self, rank: int, fault: Fault | None) -> native.RankOptions:
+        opts = native.RankOptions(timeout_ms=int(self.timeout_s * 1000), handlers=int(self.handlers == "null"))
+        if fault is not None and fault.rank == rank:
+            opts.fault_mode, opts.fault_after = FAULT_MODES[fault.mode], fault.after
+            opts.fault_direction = native.DIRECTIONS[fault.direction]
+        return opts
+
+    # ---- ranks as processes over POSIX shared memory ---------------------------------------------
+    def run_processes(self, iterations: int = 1, fault: Fault | None = None) -> None:
+        """Each rank in its own process runs fwd then bwd, `iterations` times; raises with every failure."""
+        if self.shm_name is None:
+            raise native.RuntimeFailure("run_processes needs the heap in shared memory (shared_memory=True)")
+        with tempfile.TemporaryDirectory(prefix="hpmoe-ssc-") as tmp:
+            procs = []
+            for r in range(self.cfg.ep):
+                for d in ("fwd", "bwd"):
+                    Path(tmp, f"rank{r}.{d}.ssc").write_bytes(self.ssc[d][r])
+                opts = self._options(r, fault)
+                cmd = [sys.executable, "-m", "hpmoe.runtime.rank_main", "--shm", self.shm_name, "--ssc-dir", tmp,
+                       "--rank", str(r), "--config", json.dumps(self.cfg.to_json()),
+                       "--counters", f"{self.layout.counters[0]},{self.layout.counters[1]}",
+                       "--timeout-ms", str(opts.timeout_ms), "--iterations", str(iterations),
+                       "--handlers", self.handlers, "--fault", f"{opts.fault_mode},{opts.fault_after},"
+                       f"{opts.fault_direction}"]
+                procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            failures = []
+            deadline = self.timeout_s * 2 * iterations + 60
+            for r, p in enumerate(procs):
+                try:
+                    _, err = p.communicate(timeout=deadline)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    _, err = p.communicate()
+                    failures.append(f"rank {r} process did not finish in {deadline:.0f} s")
+                    continue
+                if p.returncode != 0:
+                    line = err.strip().splitlines()[-1] if err.strip() else ""
+                    failures.append(line or f"rank {r} process died (exit status {p.returncode})")
+        if failures:
+            raise native.RuntimeFailure("; ".join(failures))
+
+    def close(self) -> None:
+        for r in self.ranks:
+            r.close()
+        self.ranks = []
+        self.heap.close()
+
+    def __enter__(self) -> "CpuTwin":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
