@@ -42,7 +42,8 @@ class EngineResult:
 
 def run(num_tasks: int, waits: np.ndarray, triggers: np.ndarray, thresholds: np.ndarray,
         queues: list[np.ndarray], cost: CostModel, *, t0: float = 0.0, poll_us: float = 0.0,
-        describe: Callable[[int, int], str] | None = None) -> EngineResult:
+        describe: Callable[[int, int], str] | None = None,
+        describe_event: Callable[[int], str] | None = None) -> EngineResult:
     """Simulate `queues` (global task ids per worker) to completion; raises SimDeadlock if they cannot finish."""
     start = np.full(num_tasks, np.nan)
     end = np.full(num_tasks, np.nan)
@@ -110,15 +111,50 @@ def run(num_tasks: int, waits: np.ndarray, triggers: np.ndarray, thresholds: np.
             fetch(w, now)
     stuck = [w for w in range(len(queues)) if ptr[w] < len(queues_l[w])]
     if stuck:
-        lines = []
-        for w in stuck[:4]:
-            task = queues_l[w][ptr[w]]
-            ev = [e for e in waits_l[task] if e >= 0 and not reached[e]]
-            what = describe(w, task) if describe else f"worker {w} task {task}"
-            lines.append(f"{what} waits on counter {ev[0] if ev else '?'} "
-                         f"({count[ev[0]] if ev else '?'}/{thresholds[ev[0]] if ev else '?'})")
-        raise SimDeadlock(f"deadlock: {len(stuck)} worker(s) blocked forever; " + "; ".join(lines))
+        raise SimDeadlock(_deadlock_message(stuck, queues_l, ptr, waits_l, triggers, count, thresholds, reached,
+                                            end, describe, describe_event))
     if np.isnan(start).any():
         missing = int(np.flatnonzero(np.isnan(start))[0])
         raise SimDeadlock(f"task {missing} is in no worker queue and never runs")
     return EngineResult(start, end, worker_of, event_time, worker_end)
+
+
+def _deadlock_message(stuck, queues_l, ptr, waits_l, triggers, count, thresholds, reached, end, describe,
+                      describe_event) -> str:
+    """Name the starved counters (every producer ran, threshold unmet) or a wait-for cycle between workers."""
+    name = describe_event or (lambda e: f"counter {e}")
+    holder = {t: w for w in stuck for t in queues_l[w][ptr[w]:]}
+    blocked_on, waits_for = {}, {}
+    for w in stuck:
+        task = queues_l[w][ptr[w]]
+        ev = [e for e in waits_l[task] if e >= 0 and not reached[e]]
+        blocked_on[w] = ev[0] if ev else -1
+    pending: dict[int, list[int]] = {e: [] for e in set(blocked_on.values()) if e >= 0}
+    for t in np.flatnonzero(np.isnan(end)).tolist():
+        for e in triggers[t].tolist():
+            if e in pending:
+                pending[e].append(t)
+    for w, e in blocked_on.items():
+        waits_for[w] = sorted({holder[t] for t in pending.get(e, []) if t in holder})
+
+    def what(w: int) -> str:
+        task = queues_l[w][ptr[w]]
+        who = describe(w, task) if describe else f"worker {w} task {task}"
+        e = blocked_on[w]
+        return f"{who} waits on {name(e)} ({count[e]}/{thresholds[e]})" if e >= 0 else who
+
+    starved = sorted(e for e, producers in pending.items() if not producers)
+    head = f"deadlock: {len(stuck)} worker(s) blocked forever; "
+    if starved:
+        return head + "; ".join(f"{name(e)} stays at {count[e]}/{thresholds[e]} with no producer left"
+                                for e in starved[:3])
+    for w0 in stuck:                     # follow the first wait-for edge until a worker repeats
+        path, seen, w = [], set(), w0
+        while w not in seen and waits_for.get(w):
+            seen.add(w)
+            path.append(w)
+            w = waits_for[w][0]
+        if w in seen:
+            cycle = path[path.index(w):]
+            return head + "cycle: " + " -> ".join(what(x) for x in cycle) + " -> (first again)"
+    return head + "; ".join(what(w) for w in stuck[:3])

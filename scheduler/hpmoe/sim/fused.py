@@ -125,8 +125,12 @@ def simulate_direction(schedules: list[RankSchedule], counts: np.ndarray, hw: Ha
         return f"rank {rank} {UNIT_NAMES[unit]} worker {idx} at {TaskType(int(wl.task_type[task])).name} " \
                f"(task {int(wl.local[task])})"
 
+    def describe_event(e: int) -> str:
+        r = int(wl.event_rank[e])
+        return f"rank {r} event {e - int(np.searchsorted(wl.event_rank, r))}"
+
     res = engine.run(wl.num_tasks, wl.waits, wl.triggers, wl.thresholds, [w[3] for w in wl.workers], cost,
-                     t0=launch, poll_us=hw.event_poll_us, describe=describe)
+                     t0=launch, poll_us=hw.event_poll_us, describe=describe, describe_event=describe_event)
     ep = wl.ep
     rank_latency = np.array([res.end[wl.base[r]:wl.base[r + 1]].max() for r in range(ep)])
     dur = res.end - res.start
