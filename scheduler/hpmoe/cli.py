@@ -158,5 +158,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-from .sim.cli import register_simulate  # noqa: E402  (simulator, issue 4; after the definitions it imports)
+from .sim.cli import register_simulate, register_tune  # noqa: E402  (simulator, issue 4; imports the above)
 EXTRA_COMMANDS.append(register_simulate)
+EXTRA_COMMANDS.append(register_tune)

@@ -72,6 +72,38 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .tune import tune
+    hw = load_hw(args.hw)
+    cfg = config_from_args(args)
+    print(BANNER.format(hw=hw.name))
+    print(f"tuning tile_m, wgrad_tile, token_tile, AIV workers for ep={cfg.ep} tokens={cfg.tokens} "
+          f"routing={args.routing}; memory budget {hw.memory_budget_bytes / 2**30:.1f} GiB")
+    res = tune(cfg, hw, args.routing, rounds=args.rounds, log=print)
+    b, s = res.best, res.start
+    print(f"start : {' '.join(f'{k}={v}' for k, v in s.params.items())}: predicted {s.total_us / 1e3:.3f} ms "
+          f"(fwd {s.fwd_us / 1e3:.3f}, bwd {s.bwd_us / 1e3:.3f})")
+    print(f"chosen: {' '.join(f'{k}={v}' for k, v in b.params.items())}: predicted {b.total_us / 1e3:.3f} ms "
+          f"(fwd {b.fwd_us / 1e3:.3f}, bwd {b.bwd_us / 1e3:.3f}); predicted gain {res.gain:.3f}x "
+          f"over {len(res.tried)} candidates; SSC tensors {b.memory_bytes / 2**30:.2f} GiB")
+    if args.output:
+        Path(args.output).write_text(json.dumps(b.cfg.to_json(), indent=2) + "\n")
+        print(f"config -> {args.output} (use with --config)")
+    return 0
+
+
+def register_tune(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="search tile sizes / splits / AIV workers minimising predicted latency",
+                       description="Coordinate search over tile_m, wgrad_tile, token_tile and AIV workers that "
+                       "minimises predicted fwd+bwd latency under the device-memory budget; writes the config.")
+    add_config_args(p, default_preset="deepseek-v3")
+    p.add_argument("--hw", metavar="FILE", help=f"hardware override JSON on top of {DEFAULT_HW.name}")
+    p.add_argument("--routing", default="balanced", help="balanced, zipf:S[:SEED] or hot:F[:SEED]")
+    p.add_argument("--rounds", type=int, default=3, help="coordinate-search rounds (stops early when stable)")
+    p.add_argument("-o", "--output", metavar="JSON", help="write the chosen config (a --config file)")
+    p.set_defaults(func=cmd_tune)
+
+
 def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hw", metavar="FILE", help=f"hardware override JSON on top of {DEFAULT_HW.name}")
     p.add_argument("--routing", default="balanced", help="balanced, zipf:S[:SEED] or hot:F[:SEED]")
