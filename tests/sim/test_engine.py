@@ -70,6 +70,7 @@ def test_rank_makespan_is_at_least_its_critical_path(mid_schedules, mid_cfg, hw,
         cp = finish[wl.rank == r].max()
         assert res.rank_latency_us[r] >= cp - 1e-6, f"rank {r}: makespan {res.rank_latency_us[r]} < path {cp}"
         assert cp > res.launch_us
+    assert res.latency_us >= res.aic_bound_us() - 1e-6
 
 
 def test_deadlocking_schedule_is_reported_not_hung(mid_schedules, mid_cfg, hw):

@@ -13,7 +13,9 @@ from ..errors import HpmoeError
 from .baseline import BaselineResult, simulate_baseline
 from .fused import DirectionResult, simulate_direction
 from .hw import Hardware
+from .redeal import expected_us, redeal
 from .routing import check_bucket, route_counts
+from .workload import build_workload
 
 
 @dataclasses.dataclass
@@ -24,12 +26,14 @@ class Prediction:
     counts: np.ndarray
     fused: dict[str, DirectionResult]
     baseline: dict[str, BaselineResult]
+    deal: str = "ssc"
 
     def summary(self) -> dict:
-        out = {"predicted": True, "hardware": self.hw.name, "routing": self.routing, "config": self.cfg.to_json(),
+        out = {"predicted": True, "hardware": self.hw.name, "routing": self.routing, "deal": self.deal,
+               "config": self.cfg.to_json(),
                "directions": {}}
         for d, r in self.fused.items():
-            row = {"hpmoe_ms": r.latency_us / 1e3, "hpmoe_rank_ms": (r.rank_latency_us / 1e3).round(4).tolist(),
+            row = {"hpmoe_ms": r.latency_us / 1e3, "aic_bound_ms": r.aic_bound_us() / 1e3, "hpmoe_rank_ms": (r.rank_latency_us / 1e3).round(4).tolist(),
                    "l2_hit_rate": r.l2_hit_rate.round(4).tolist(),
                    "utilisation_aic_aiv": r.utilisation(self.hw).mean(axis=0).round(4).tolist()}
             b = self.baseline.get(d)
@@ -56,7 +60,10 @@ def load_ssc_dir(path: str | Path) -> list[RankSchedule]:
 
 def predict(cfg: MoeConfig, hw: Hardware, directions: list[str], routing: str = "balanced", *,
             schedules: list[RankSchedule] | None = None, dynamic_dispatch: bool = False,
-            baseline: bool = True) -> Prediction:
+            baseline: bool = True, deal: str = "ssc") -> Prediction:
+    """deal: "ssc" runs the queues as compiled; "expected-work" re-deals them (redeal.py, a what-if)."""
+    if deal not in ("ssc", "expected-work"):
+        raise HpmoeError(f"unknown deal {deal!r}: use ssc or expected-work")
     check_hw_fits(cfg, hw)
     counts = route_counts(cfg, routing)
     check_bucket(cfg, counts)
@@ -64,7 +71,11 @@ def predict(cfg: MoeConfig, hw: Hardware, directions: list[str], routing: str = 
     for d in directions:
         group = [s for s in schedules if s.direction_name == d] if schedules is not None else \
             compile_schedules(cfg, [d], list(range(cfg.ep)))
-        fused[d] = simulate_direction(group, counts, hw, dynamic_dispatch=dynamic_dispatch)
+        wl = build_workload(group, counts, hw)
+        if deal == "expected-work":
+            balanced = counts if routing == "balanced" else route_counts(cfg, "balanced")
+            wl.workers = redeal(wl, expected_us(build_workload(group, balanced, hw), hw))
+        fused[d] = simulate_direction(group, counts, hw, dynamic_dispatch=dynamic_dispatch, workload=wl)
         if baseline:
             base[d] = simulate_baseline(cfg, counts, hw, d)
-    return Prediction(cfg, hw, routing, counts, fused, base)
+    return Prediction(cfg, hw, routing, counts, fused, base, deal)

@@ -15,7 +15,8 @@ BANNER = "PREDICTED on the {hw} performance model (no Ascend hardware was used; 
 
 def format_prediction(pred: Prediction) -> str:
     cfg = pred.cfg
-    lines = [BANNER.format(hw=pred.hw.name),
+    lines = [BANNER.format(hw=pred.hw.name) + ("; queues RE-DEALT by expected work (what-if)"
+                                                if pred.deal != "ssc" else ""),
              f"config: ep={cfg.ep} tokens={cfg.tokens} hidden={cfg.hidden} inter={cfg.inter} "
              f"E_local={cfg.experts_per_rank} topk={cfg.topk} tile_m={cfg.tile_m} C={cfg.recv_rows_per_src} "
              f"wgrad_tile={cfg.wgrad_tile} token_tile={cfg.token_tile} workers={cfg.num_aic}/{cfg.num_aiv} "
@@ -32,6 +33,8 @@ def format_prediction(pred: Prediction) -> str:
             lines.append(f"{d:<4} {'kernel-by-kernel (pred.)':<26} {b.latency_us / 1e3:>12.3f} ms  {per}")
             lines.append(f"{d:<4} {'predicted speedup':<26} {b.latency_us / r.latency_us:>14.2f}x")
             total_b += b.latency_us
+        lines.append(f"{d:<4} {'bound: AIC work / workers':<26} {r.aic_bound_us() / 1e3:>12.3f} ms  (no order of "
+                     f"these tiles beats it)")
         util = r.utilisation(pred.hw).mean(axis=0)
         lines.append(f"{d:<4} {'SSC AIC/AIV busy, L2 hit':<26} {util[0]:>8.0%} / {util[1]:.0%}, "
                      f"L2 hit {r.l2_hit_rate.mean():.0%} (mean over ranks)")
@@ -58,7 +61,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not dirs:
         raise HpmoeError(f"no {args.direction} schedules to simulate")
     pred = predict(cfg, hw, dirs, args.routing, schedules=schedules, dynamic_dispatch=args.dynamic_dispatch,
-                   baseline=not args.no_baseline)
+                   baseline=not args.no_baseline, deal=args.deal)
     print(format_prediction(pred))
     if args.trace:
         n = __import__("hpmoe.sim.trace", fromlist=["write_trace"]).write_trace(pred, args.trace)
@@ -119,6 +122,8 @@ def register_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ssc", metavar="DIR", help="simulate the .ssc files in DIR (a whole group) instead of compiling")
     p.add_argument("--dynamic-dispatch", action="store_true", help="charge the paper's dynamic per-task dispatch")
     p.add_argument("--no-baseline", action="store_true", help="skip the kernel-by-kernel baseline")
+    p.add_argument("--deal", choices=["ssc", "expected-work"], default="ssc",
+                   help="what-if: re-deal each queue type to workers by expected work (not what the SSC holds)")
     p.add_argument("--trace", metavar="JSON", help="write a Chrome/Perfetto trace")
     p.add_argument("--plot", metavar="PNG", help="write a timeline plot")
     p.add_argument("--json", metavar="FILE", help="write the summary as JSON")

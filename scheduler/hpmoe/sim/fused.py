@@ -108,6 +108,14 @@ class DirectionResult:
     def latency_us(self) -> float:
         return float(self.rank_latency_us.max())
 
+    def aic_bound_us(self) -> float:
+        """Lower bound of the slowest rank: launch + its AIC compute spread evenly over its AIC workers."""
+        wl = self.workload
+        aic = wl.unit == 0
+        cores = max(1, sum(1 for w in wl.workers if w[0] == 0 and w[1] == 0))
+        work = np.bincount(wl.rank[aic], weights=wl.compute_us[aic], minlength=wl.ep)
+        return self.launch_us + float(work.max()) / cores
+
     def utilisation(self, hw: Hardware) -> np.ndarray:
         """[rank, unit] mean fraction of the unit's workers busy over the rank's latency."""
         cores = np.array([len([w for w in self.workload.workers if w[0] == 0 and w[1] == u]) for u in (0, 1)])
