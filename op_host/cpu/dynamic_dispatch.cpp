@@ -14,7 +14,8 @@ namespace hpmoe {
 namespace cpu {
 namespace {
 
-constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+constexpr uint32_t kEmpty = 0xFFFFFFFFu;  // nothing ready yet
+constexpr uint32_t kDone = 0xFFFFFFFEu;   // every task of the queue was taken
 
 // Lock-free one-shot MPMC queue: every task is pushed exactly once per launch, so a ring of num_tasks slots
 // with monotonic head/tail never wraps.
@@ -27,7 +28,7 @@ class ReadyQueue {
     const uint32_t i = tail_.fetch_add(1, std::memory_order_relaxed);
     slots_[i].store(task, std::memory_order_release);
   }
-  // Returns a task, kEmpty when nothing is ready yet, or total() when every task has been taken.
+  // Returns a task id, kEmpty or kDone.
   uint32_t Pop() {
     uint32_t h = head_.load(std::memory_order_relaxed);
     while (h < total_) {
@@ -35,9 +36,8 @@ class ReadyQueue {
       if (task == kEmpty) return kEmpty;
       if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) return task;
     }
-    return total_;
+    return kDone;
   }
-  uint32_t total() const { return total_; }
 
  private:
   std::vector<std::atomic<uint32_t>> slots_;
@@ -87,7 +87,7 @@ int32_t RunDynamicWorker(RankState& st, uint32_t queue_type, DynamicSync& sync, 
   ReadyQueue& ready = *st.ready[queue_type];
   for (;;) {
     const uint32_t id = ready.Pop();
-    if (id == ready.total()) return rt::kOk;
+    if (id == kDone) return rt::kOk;
     if (id == kEmpty) {
       if (failed.load(std::memory_order_relaxed) != 0) return rt::kAborted;  // no bounded waits here
       sched_yield();

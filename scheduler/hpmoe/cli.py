@@ -161,3 +161,5 @@ if __name__ == "__main__":
 from .sim.cli import register_simulate, register_tune  # noqa: E402  (simulator, issue 4; imports the above)
 EXTRA_COMMANDS.append(register_simulate)
 EXTRA_COMMANDS.append(register_tune)
+from .runtime.run_cmd import register as register_run  # noqa: E402  (CPU twin runtime, issue 3)
+EXTRA_COMMANDS.append(register_run)
