@@ -49,6 +49,29 @@ demo() {
 run_tests() {
   log "C++ tests (ctest)"
   (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
+  # Runtime (issue 3): the C++ tests again under ASan + UBSan, the CPU twin's Python tests against the
+  # sanitized library, and a short libFuzzer run over the SSC loader.
+  local san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  log "C++ tests under AddressSanitizer + UndefinedBehaviorSanitizer (build/_asan)"
+  cmake -S . -B "$BUILD/_asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS="$san" \
+    -DCMAKE_EXE_LINKER_FLAGS="$san" -DCMAKE_SHARED_LINKER_FLAGS="$san" >/dev/null
+  cmake --build "$BUILD/_asan" -j "$JOBS" >/dev/null
+  (cd "$BUILD/_asan" && ctest --output-on-failure -j "$JOBS")
+  log "CPU twin runtime tests against the sanitized library"
+  HPMOE_CPU_LIB=$BUILD/_asan/op_host/cpu/libhpmoe_cpu.so ASAN_OPTIONS=detect_leaks=0 \
+    LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/runtime/test_twin_numerics.py \
+    tests/runtime/test_robustness.py tests/runtime/test_processes.py
+  log "libFuzzer run over the SSC loader (build/_libfuzzer, ${FUZZ_SECONDS:-20} s)"
+  cmake -S . -B "$BUILD/_libfuzzer" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DHPMOE_FUZZ=ON >/dev/null
+  cmake --build "$BUILD/_libfuzzer" -j "$JOBS" --target ssc_loader_fuzz >/dev/null
+  local corpus
+  corpus=$(mktemp -d)
+  cp tests/golden/*.ssc "$corpus"/
+  "$BUILD/_libfuzzer/fuzz/ssc_loader_fuzz" -max_total_time="${FUZZ_SECONDS:-20}" -print_final_stats=1 \
+    "$corpus" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==.*ERROR|SUMMARY)"
+  rm -rf "$corpus"
   log "Python tests (pytest)"
   HPMOE_BUILD_DIR=$BUILD "$VENV/bin/python" -m pytest -q "$@"
 }
