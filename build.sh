@@ -69,7 +69,7 @@ run_tests() {
   local corpus
   corpus=$(mktemp -d)
   cp tests/golden/*.ssc "$corpus"/
-  "$BUILD/_libfuzzer/fuzz/ssc_loader_fuzz" -max_total_time="${FUZZ_SECONDS:-20}" -print_final_stats=1 \
+  "$BUILD/_libfuzzer/fuzz/ssc_loader_fuzz" -max_total_time="${FUZZ_SECONDS:-20}" -print_final_stats=1 -artifact_prefix="$BUILD/_libfuzzer/" \
     "$corpus" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==.*ERROR|SUMMARY)"
   rm -rf "$corpus"
   log "Python tests (pytest)"

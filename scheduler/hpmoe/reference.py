@@ -10,13 +10,14 @@ import numpy as np
 
 
 def _silu(g: np.ndarray) -> np.ndarray:
-    return g / (1.0 + np.exp(-g))
+    return g / (1 + np.exp(-g))
 
 
-def moe_reference(x, w1, w2, topk_ids, topk_weights, dy) -> dict[str, np.ndarray]:
-    """Returns y, dx, dw1, dw2 and dtopk_weights, all float64, in the input shapes."""
-    x, w1, w2, dy = (np.asarray(a, np.float64) for a in (x, w1, w2, dy))
-    weights = np.asarray(topk_weights, np.float64)
+def moe_reference(x, w1, w2, topk_ids, topk_weights, dy, dtype=np.float64) -> dict[str, np.ndarray]:
+    """Returns y, dx, dw1, dw2 and dtopk_weights in the input shapes, computed in `dtype` (float64: the
+    reference; float32 only serves as a timing baseline in benchmarks/runtime_e2e.py)."""
+    x, w1, w2, dy = (np.asarray(a, dtype) for a in (x, w1, w2, dy))
+    weights = np.asarray(topk_weights, dtype)
     ep, T, h = x.shape
     E, inter = w1.shape[1], w2.shape[2]
     k = topk_ids.shape[-1]
@@ -39,8 +40,8 @@ def moe_reference(x, w1, w2, topk_ids, topk_weights, dy) -> dict[str, np.ndarray
         dY = w * dys[tok]
         dA = dY @ W2.T
         dw2[e // E, e % E] = A.T @ dY
-        s = 1.0 / (1.0 + np.exp(-g))
-        dH = np.concatenate([dA * u * s * (1.0 + g * (1.0 - s)), dA * g * s], axis=1)
+        s = 1 / (1 + np.exp(-g))
+        dH = np.concatenate([dA * u * s * (1 + g * (1 - s)), dA * g * s], axis=1)
         dw1[e // E, e % E] = X.T @ dH
         np.add.at(dx, tok, dH @ W1.T)
         dtw[tok, j] = np.einsum("nc,nc->n", Y, dys[tok])
