@@ -8,7 +8,6 @@ import pytest
 from hpmoe.cli import main
 from hpmoe.sim.hw import load_hw, HwError
 
-from conftest import MID
 
 SMALL = ["--ep", "4", "--tokens", "512", "--hidden", "1024", "--inter", "512", "--experts-per-rank", "4",
          "--topk", "4", "--tile-m", "64", "--wgrad-tile", "128", "--token-tile", "64", "--workers-aic", "4",

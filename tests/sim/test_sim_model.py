@@ -13,7 +13,7 @@ from hpmoe.sim.routing import route_counts
 from hpmoe.sim.workload import build_workload, cube_us
 from hpmoe.ssc_format import Slot, TaskType
 
-from conftest import group
+from sim_helpers import group
 
 
 def test_balanced_routing_matches_the_plan(mid_cfg):

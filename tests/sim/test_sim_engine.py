@@ -11,7 +11,7 @@ from hpmoe.sim.fused import simulate_direction
 from hpmoe.sim.routing import route_counts
 from hpmoe.sim.workload import build_workload
 
-from conftest import group
+from sim_helpers import group
 
 
 def producers_of(wl):
