@@ -72,3 +72,11 @@ def test_dynamic_dispatch_matches_static():
 
 def test_tolerance_table_is_ordered():
     assert TOLERANCE["fp32"] < TOLERANCE["fp16"] < TOLERANCE["bf16"]
+
+
+def test_run_moe_entry_point_on_numpy_arrays():
+    from hpmoe.runtime import run_moe
+
+    cfg, inputs, ref = case(ep=3, dtype="bf16")
+    out = run_moe(cfg, inputs.x, inputs.w1, inputs.w2, inputs.topk_ids, inputs.topk_weights, inputs.dy)
+    assert_close(out, ref, "bf16")
