@@ -22,7 +22,7 @@ need_apt() {  # install Debian packages that are missing (root on these machines
 }
 
 setup() {
-  need_apt cmake g++ libgtest-dev libeigen3-dev clang
+  need_apt cmake g++ libgtest-dev libeigen3-dev clang libclang-rt-14-dev
   if [ ! -x "$VENV/bin/python" ]; then
     log "creating $VENV"
     python3 -m venv "$VENV"
