@@ -16,7 +16,7 @@ def hpmoe(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "hpmoe.cli", *args], capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("command", [[], ["compile"], ["inspect"], ["verify"]])
+@pytest.mark.parametrize("command", [[], ["compile"], ["inspect"], ["verify"], ["run"], ["simulate"], ["tune"]])
 def test_every_command_has_help(command):
     proc = hpmoe(*command, "--help")
     assert proc.returncode == 0 and "usage: hpmoe" in proc.stdout, proc.stderr

@@ -108,8 +108,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hpmoe", description="HyperParallel-MoE: compile, inspect and verify "
-                                     "static tile-level MoE-FFN schedules (SSC).")
+    parser = argparse.ArgumentParser(prog="hpmoe", description="HyperParallel-MoE: compile, inspect, verify, run "
+                                     "(CPU twin) and simulate (Ascend A3 model) static tile-level MoE-FFN schedules.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("compile", help="compile SSC files for one rank or a whole EP group",
@@ -133,13 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-errors", type=int, default=20)
     p.set_defaults(func=cmd_verify)
 
-    for register in EXTRA_COMMANDS:
+    for register in _extra_commands():
         register(sub)
     return parser
 
 
-# Other modules (runtime, simulator) add subcommands here without touching the parser above.
-EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []
+def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
+    """Subcommands of the CPU-twin runtime (`run`) and the simulator (`simulate`, `tune`). Imported here, not
+    at the top: those modules import this one for the shared config flags."""
+    from .runtime.run_cmd import register as register_run
+    from .sim.cli import register_simulate, register_tune
+    return [register_run, register_simulate, register_tune]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,13 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"hpmoe {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: stop quietly, and keep Python from complaining at exit.
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
     sys.exit(main())
-
-from .sim.cli import register_simulate, register_tune  # noqa: E402  (simulator, issue 4; imports the above)
-EXTRA_COMMANDS.append(register_simulate)
-EXTRA_COMMANDS.append(register_tune)
-from .runtime.run_cmd import register as register_run  # noqa: E402  (CPU twin runtime, issue 3)
-EXTRA_COMMANDS.append(register_run)

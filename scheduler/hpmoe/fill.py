@@ -151,8 +151,9 @@ def fill_weight_grad(f: Filler) -> None:
 
 
 def _combine(f: Filler, reduce_type: TaskType, reduce_inputs: list[TensorSpec]) -> None:
-    """Puts of each row tile back to its source slot, then the source-side top-k reduce over token tiles."""
-    expert_out = f.op.inputs[0]
+    """Puts of each row tile back to its source slot, then the source-side top-k reduce over token tiles.
+    A put reads its rows and recv_counts (how many of them are valid)."""
+    expert_out, counts = f.op.inputs[0], f.op.inputs[1]
     ret, out = f.op.outputs
     C = f.cfg.recv_rows_per_src
     per_dst, rows = f.put_chunks()
@@ -161,7 +162,8 @@ def _combine(f: Filler, reduce_type: TaskType, reduce_inputs: list[TensorSpec]) 
             row0 = dst * C + c * rows
             local = rows_of(ret, dst, f.rank * C + c * rows, rows, REF_ROWS_DYNAMIC | remote(f.rank, dst))
             f.add(TaskType.COMBINE_PUT, QueueType.VTQ, dst * per_dst + c, f.cfg.ep * per_dst, rows,
-                  [rows_of(expert_out, f.rank, row0, rows, REF_ROWS_DYNAMIC)], [local], phase=0, peer=dst, chunk=c)
+                  [rows_of(expert_out, f.rank, row0, rows, REF_ROWS_DYNAMIC), whole(counts, f.rank)], [local],
+                  phase=0, peer=dst, chunk=c)
     tiles = f.token_tiles() if f.wants(f.rank) else []
     for i, (t0, tt) in enumerate(tiles):
         inputs = [whole(ret, f.rank)] + [rows_of(t, f.rank, t0, tt) for t in reduce_inputs]
@@ -170,11 +172,11 @@ def _combine(f: Filler, reduce_type: TaskType, reduce_inputs: list[TensorSpec]) 
 
 
 def fill_combine(f: Filler) -> None:
-    _combine(f, TaskType.COMBINE_REDUCE, [f.op.inputs[1], f.op.inputs[2]])
+    _combine(f, TaskType.COMBINE_REDUCE, [f.op.inputs[2], f.op.inputs[3]])
 
 
 def fill_bwd_combine(f: Filler) -> None:
-    _combine(f, TaskType.BWD_COMBINE_REDUCE, [f.op.inputs[1]])
+    _combine(f, TaskType.BWD_COMBINE_REDUCE, [f.op.inputs[2]])
 
 
 def fill_topk_weight_grad(f: Filler) -> None:

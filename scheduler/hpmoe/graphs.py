@@ -72,7 +72,7 @@ def build_forward_graph(cfg: MoeConfig) -> OperatorGraph:
                      [t[Slot.A], t[Slot.W2], t[Slot.RECV_COUNTS]], [t[Slot.Y_EXPERT]], _row_split()),
         # Metadata inputs (weights of the top-k sum, row maps) are ignored by the split check.
         OperatorNode("Combine", TaskType.COMBINE_PUT, QueueType.VTQ,
-                     [t[Slot.Y_EXPERT], t[Slot.TOPK_WEIGHTS], t[Slot.TOKEN_ROWS]],
+                     [t[Slot.Y_EXPERT], t[Slot.RECV_COUNTS], t[Slot.TOPK_WEIGHTS], t[Slot.TOKEN_ROWS]],
                      [t[Slot.RET_Y], t[Slot.Y]], _row_split(0, -1)),
     ]
     return OperatorGraph("forward", nodes)
@@ -100,7 +100,8 @@ def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
                      [t[Slot.RECV_X], t[Slot.DH], t[Slot.RECV_COUNTS]], [t[Slot.DW1]],
                      SplitSpec(None, (0,), lambda c: E * nb_hidden)),
         OperatorNode("BwdCombine", TaskType.BWD_COMBINE_REDUCE, QueueType.VTQ,
-                     [t[Slot.DX_EXPERT], t[Slot.TOKEN_ROWS]], [t[Slot.RET_DX], t[Slot.DX]], _row_split(0, -1)),
+                     [t[Slot.DX_EXPERT], t[Slot.RECV_COUNTS], t[Slot.TOKEN_ROWS]], [t[Slot.RET_DX], t[Slot.DX]],
+                     _row_split(0, -1)),
         # d topk_weights[t, j] = <Y[t, j], dy[t]>: local to the source rank, from the saved returned rows.
         OperatorNode("TopkWeightGrad", TaskType.TOPK_WEIGHT_GRAD, QueueType.VTQ,
                      [t[Slot.DY], t[Slot.RET_Y], t[Slot.TOKEN_ROWS]], [t[Slot.DTOPK_WEIGHTS]],
