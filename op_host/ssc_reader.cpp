@@ -11,7 +11,7 @@ namespace {
 const char* const kTaskTypeNames[kTaskTypeCount] = {
     "ENTRY_SIGNAL", "COUNT_PUT", "DISPATCH_PUT", "GMM", "SWIGLU", "COMBINE_PUT", "COMBINE_REDUCE",
     "BWD_DISPATCH_PUT", "GMM_TRANS_B", "GMM_WEIGHT_GRAD", "SWIGLU_GRAD", "BWD_COMBINE_REDUCE",
-    "TOPK_WEIGHT_GRAD"};
+    "TOPK_WEIGHT_GRAD", "ADD"};
 
 const char* const kSlotNames[kSlotCount] = {
     "x", "topk_ids", "topk_weights", "w1", "w2", "send_rows", "send_counts", "recv_counts", "peer_ready",

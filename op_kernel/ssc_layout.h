@@ -17,7 +17,7 @@ namespace ssc {
 
 constexpr uint32_t kMagic = 0x434D5348u;  // "HSMC" read as little-endian bytes 'H','S','M','C'
 constexpr uint16_t kVersionMajor = 1;     // bumped when a record changes; readers refuse other majors
-constexpr uint16_t kVersionMinor = 0;
+constexpr uint16_t kVersionMinor = 1;     // 1: kTaskAdd
 
 // Limits, named so that the writer, the validator and every reader agree.
 constexpr uint32_t kMaxInputs = 4;        // tensor regions a task reads
@@ -53,7 +53,8 @@ enum TaskType : uint32_t {
   kTaskSwigluGrad = 10,       // VTQ: dH from dA and H on a row tile
   kTaskBwdCombineReduce = 11, // VTQ: dx[t] = sum_j dX[t,j] over a token tile, fixed j order
   kTaskTopkWeightGrad = 12,   // VTQ: dw[t,j] = <Y[t,j], dy[t]> over a token tile
-  kTaskTypeCount = 13
+  kTaskAdd = 13,              // VTQ: out = in0 + in1 on a row tile (elementwise; residual adds, microbenchmarks)
+  kTaskTypeCount = 14
 };
 
 // Tensor slots: stable ids by which the runtime binds buffers. Shapes live in the SSC's tensor table.

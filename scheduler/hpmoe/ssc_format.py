@@ -12,7 +12,7 @@ import numpy as np
 
 MAGIC = 0x434D5348
 VERSION_MAJOR = 1
-VERSION_MINOR = 0
+VERSION_MINOR = 1
 
 MAX_INPUTS = 4
 MAX_OUTPUTS = 2
@@ -59,6 +59,7 @@ class TaskType(enum.IntEnum):
     SWIGLU_GRAD = 10
     BWD_COMBINE_REDUCE = 11
     TOPK_WEIGHT_GRAD = 12
+    ADD = 13
 
 
 class Slot(enum.IntEnum):

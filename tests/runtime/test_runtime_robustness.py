@@ -56,7 +56,7 @@ CORRUPTIONS = {
     "truncated": (lambda d: d[:100], r"truncated"),
     "cut short": (lambda d: d[:-16], r"truncated or padded"),
     "bit flip": (lambda d: d[:500] + bytes([d[500] ^ 0x10]) + d[501:], r"checksum mismatch"),
-    "wrong version": (lambda d: _with_field(d, "version_major", 2, 2), r"SSC version 2\.0, this build reads 1\.x"),
+    "wrong version": (lambda d: _with_field(d, "version_major", 2, 2), r"SSC version 2\.\d+, this build reads 1\.x"),
     "bad magic": (lambda d: _with_field(d, "magic", 0x12345678), r"not an SSC file"),
     "wrong rank": (lambda d: _with_field(d, "rank", 1), r"is for rank 1, loaded on rank 0"),
     "wrong direction": (lambda d: _with_field(d, "direction", 1), r"is a bwd schedule, given as the fwd one"),
