@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for a fresh machine: every command first does all set-up (venv, pinned packages, C++ build).
-#   ./build.sh demo    compile SSCs for EP groups, verify them, print summaries (the main job)
+#   ./build.sh demo    the main job: run MoE-FFN fwd+bwd across EP ranks on the CPU twin and check it against
+#                      float64; compile + verify DeepSeek-V3 SSCs; predict their A3 latency (out/demo/)
 #   ./build.sh test    the whole test suite (C++ and Python)
 #   ./build.sh setup   set-up only
 set -euo pipefail
@@ -41,9 +42,17 @@ setup() {
 demo() {
   local out=$ROOT/out/demo
   rm -rf "$out"
+  mkdir -p "$out"
+  log "1/3 CPU twin: compile, run fwd+bwd on 4 EP ranks (processes over shared memory), check vs float64"
+  "$VENV/bin/hpmoe" run --ep 4 --tokens 256 --hidden 384 --inter 192 --experts-per-rank 4 --topk 4 \
+    --dtype bf16 --routing skewed --tile-m 32 --wgrad-tile 64 --token-tile 64 --workers-aic 2 --workers-aiv 2 \
+    --iterations 3
+  log "2/3 compile and verify DeepSeek-V3 shapes for an EP4 group"
   "$VENV/bin/hpmoe" compile --preset deepseek-v3 --ep 4 --all-ranks --direction both -o "$out/deepseek-v3-ep4"
   "$VENV/bin/hpmoe" verify "$out"/deepseek-v3-ep4/*.ssc
-  "$VENV/bin/hpmoe" inspect "$out/deepseek-v3-ep4/rank0.bwd.ssc"
+  log "3/3 Ascend A3 PREDICTION (performance model, no Ascend hardware) for those SSC files"
+  "$VENV/bin/hpmoe" simulate --preset deepseek-v3 --ep 4 --ssc "$out/deepseek-v3-ep4" \
+    --plot "$out/timeline.png" --trace "$out/trace.json"
 }
 
 run_tests() {
