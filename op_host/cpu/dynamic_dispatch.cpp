@@ -3,6 +3,8 @@
 #include <sched.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -28,6 +30,9 @@ class ReadyQueue {
     const uint32_t i = tail_.fetch_add(1, std::memory_order_relaxed);
     slots_[i].store(task, std::memory_order_release);
   }
+  uint32_t Popped() const { return head_.load(std::memory_order_relaxed); }
+  uint32_t Total() const { return total_; }
+
   // Returns a task id, kEmpty or kDone.
   uint32_t Pop() {
     uint32_t h = head_.load(std::memory_order_relaxed);
@@ -81,18 +86,42 @@ class DynamicSync {
   std::vector<RankState>& states_;
 };
 
+// Why a dynamic worker stopped without finishing its queue type.
+struct Stall {
+  std::atomic<int32_t> reported{0};
+  uint32_t rank = 0, queue_type = 0, popped = 0, total = 0;
+};
+
 template <class Handlers>
-int32_t RunDynamicWorker(RankState& st, uint32_t queue_type, DynamicSync& sync, Handlers& handlers,
-                         const std::atomic<int32_t>& failed) {
+int32_t RunDynamicWorker(RankState& st, uint32_t rank, uint32_t queue_type, DynamicSync& sync, Handlers& handlers,
+                         const std::atomic<int32_t>& failed, uint64_t timeout_ms, Stall* stall) {
+  using Clock = std::chrono::steady_clock;
   ReadyQueue& ready = *st.ready[queue_type];
+  Clock::time_point idle_since{};
+  bool idle = false;
   for (;;) {
     const uint32_t id = ready.Pop();
     if (id == kDone) return rt::kOk;
     if (id == kEmpty) {
-      if (failed.load(std::memory_order_relaxed) != 0) return rt::kAborted;  // no bounded waits here
+      if (failed.load(std::memory_order_relaxed) != 0) return rt::kAborted;
+      // Bounded like the static loop's waits: nothing ready for the whole timeout means a lost dependency.
+      const Clock::time_point now = Clock::now();
+      if (!idle) {
+        idle = true;
+        idle_since = now;
+      } else if (now - idle_since > std::chrono::milliseconds(timeout_ms)) {
+        if (stall->reported.exchange(1) == 0) {
+          stall->rank = rank;
+          stall->queue_type = queue_type;
+          stall->popped = ready.Popped();
+          stall->total = ready.Total();
+        }
+        return rt::kWaitTimeout;
+      }
       sched_yield();
       continue;
     }
+    idle = false;
     const ssc::SscTask& task = st.program->tasks[id];
     const bool put = rt::IsPutTask(task.task_type);
     rt::TaskCall call{&task, id, 0, task.trigger_rank[0], put ? task.trigger_event[0] : ssc::kNoEvent,
@@ -142,6 +171,7 @@ std::string RunGroupDynamic(RankRuntime* const* ranks, uint32_t num_ranks, uint3
   // Events already complete (a peer signalled ahead) cannot occur within one launch: all start together.
   std::vector<std::thread> threads;
   std::atomic<int32_t> failed{0};
+  Stall stall;
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const ssc::SscConfig& cfg = ranks[i]->context().cfg;
     for (uint32_t w = 0; w < cfg.num_aic + cfg.num_aiv; ++w) {
@@ -152,16 +182,24 @@ std::string RunGroupDynamic(RankRuntime* const* ranks, uint32_t num_ranks, uint3
         int32_t s;
         if (st.rank->options().handlers == kHandlersNull) {
           NullHandlers<DynamicSync> h(sync);
-          s = RunDynamicWorker(st, type, sync, h, failed);
+          s = RunDynamicWorker(st, i, type, sync, h, failed, st.rank->options().timeout_ms, &stall);
         } else {
           CpuHandlers<DynamicSync> h(st.rank->context(), st.rank->scratch(w), sync);
-          s = RunDynamicWorker(st, type, sync, h, failed);
+          s = RunDynamicWorker(st, i, type, sync, h, failed, st.rank->options().timeout_ms, &stall);
         }
         if (s != rt::kOk && s != rt::kAborted) failed.store(s);
       });
     }
   }
   for (std::thread& t : threads) t.join();
+  if (stall.reported.load()) {
+    char line[256];
+    std::snprintf(line, sizeof(line),
+                  "dynamic dispatch: rank %u %s ready queue idle past the timeout after %u of %u tasks "
+                  "(a dependency never completed)",
+                  stall.rank, stall.queue_type == ssc::kCTQ ? "CTQ" : "VTQ", stall.popped, stall.total);
+    return line;
+  }
   return failed.load() ? "dynamic dispatch: a handler failed" : "";
 }
 

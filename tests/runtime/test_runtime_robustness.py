@@ -136,3 +136,20 @@ def test_corrupted_counts_fail_in_the_handler_not_overrun():
         with pytest.raises(native.RuntimeFailure, match=r"^rank 0 AIC worker \d+: task \d+ \(GMM.*handler failed "
                                                         r"\(101: received per-expert counts"):
             t.run_threads("fwd")
+
+
+def test_dynamic_dispatch_stall_is_reported_not_hung(twin):
+    """Dynamic mode has no per-task waits; a dependency that never completes must still end in a report."""
+    broken = ssc_io.from_bytes(twin.ssc["fwd"][1])
+    broken.events[0]["threshold"] += 1  # the entry event of rank 1 now waits for a signal nobody sends
+    ranks = [_open(twin, 0, fwd=twin.ssc["fwd"][0]), _open(twin, 1, fwd=ssc_io.to_bytes(broken))]
+    try:
+        with pytest.raises(native.RuntimeFailure) as info:
+            native.run(ranks, "fwd", dynamic=True)
+    finally:
+        for r in ranks:
+            r.close()
+    message = str(info.value)
+    assert "\n" not in message, message
+    assert re.search(r"dynamic dispatch: rank [01] (CTQ|VTQ) ready queue idle past the timeout after \d+ of \d+ tasks",
+                     message), message
