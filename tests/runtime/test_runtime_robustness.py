@@ -138,17 +138,20 @@ def test_corrupted_counts_fail_in_the_handler_not_overrun():
             t.run_threads("fwd")
 
 
-def test_dynamic_dispatch_stall_is_reported_not_hung(twin):
+def test_dynamic_dispatch_stall_is_reported_not_hung():
     """Dynamic mode has no per-task waits; a dependency that never completes must still end in a report."""
-    broken = ssc_io.from_bytes(twin.ssc["fwd"][1])
-    broken.events[0]["threshold"] += 1  # the entry event of rank 1 now waits for a signal nobody sends
-    ranks = [_open(twin, 0, fwd=twin.ssc["fwd"][0]), _open(twin, 1, fwd=ssc_io.to_bytes(broken))]
-    try:
-        with pytest.raises(native.RuntimeFailure) as info:
-            native.run(ranks, "fwd", dynamic=True)
-    finally:
-        for r in ranks:
-            r.close()
+    cfg, inputs, _ = case(ep=2)
+    with CpuTwin(cfg, timeout_s=0.5) as fresh:  # its own heap: a failure marks a heap failed for good
+        fresh.load_inputs(inputs)
+        broken = ssc_io.from_bytes(fresh.ssc["fwd"][1])
+        broken.events[0]["threshold"] += 1  # the entry event of rank 1 now waits for a signal nobody sends
+        ranks = [_open(fresh, 0, fwd=fresh.ssc["fwd"][0]), _open(fresh, 1, fwd=ssc_io.to_bytes(broken))]
+        try:
+            with pytest.raises(native.RuntimeFailure) as info:
+                native.run(ranks, "fwd", dynamic=True)
+        finally:
+            for r in ranks:
+                r.close()
     message = str(info.value)
     assert "\n" not in message, message
     assert re.search(r"dynamic dispatch: rank [01] (CTQ|VTQ) ready queue idle past the timeout after \d+ of \d+ tasks",
