@@ -55,6 +55,7 @@ class CpuHandlers {
   int32_t CombineReduce(const rt::TaskCall& c) { return Compute(RunCombineReduce(ctx_, s_, *c.task)); }
   int32_t BwdCombineReduce(const rt::TaskCall& c) { return Compute(RunBwdCombineReduce(ctx_, s_, *c.task)); }
   int32_t TopkWeightGrad(const rt::TaskCall& c) { return Compute(RunTopkWeightGrad(ctx_, s_, *c.task)); }
+  int32_t Add(const rt::TaskCall& c) { return Compute(RunAdd(ctx_, s_, *c.task)); }
 
  private:
   // Test hook: counts handler calls on this rank; at the chosen one, dies or fails (rank_context.h).
@@ -99,6 +100,7 @@ class NullHandlers {
   int32_t CombineReduce(const rt::TaskCall&) { return 0; }
   int32_t BwdCombineReduce(const rt::TaskCall&) { return 0; }
   int32_t TopkWeightGrad(const rt::TaskCall&) { return 0; }
+  int32_t Add(const rt::TaskCall&) { return 0; }
 
  private:
   int32_t Signal(const rt::TaskCall& c) {

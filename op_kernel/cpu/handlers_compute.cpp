@@ -231,5 +231,51 @@ int32_t RunTopkWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::S
   return 0;
 }
 
+namespace {
+
+// A region RunAdd accepts: a local, contiguous, exact region of an activation-dtype slot, inside the slot.
+bool PlainRegion(const RankContext& ctx, const SscTensorRef& r) {
+  if (r.slot >= ssc::kSlotCount || ctx.layout->slots[r.slot].ndim == 0) return false;
+  if ((r.flags & (ssc::kRefRemote | ssc::kRefRowsDynamic | ssc::kRefGather)) != 0 || r.rank != ctx.rank) return false;
+  const uint32_t d = ctx.DType(r.slot);
+  if (d != ssc::kFP32 && d != ssc::kFP16 && d != ssc::kBF16) return false;
+  return uint64_t(r.row_offset) + r.rows <= ctx.Rows(r.slot) && uint64_t(r.col_offset) + r.cols <= ctx.Cols(r.slot);
+}
+
+inline uint8_t* RegionRow(const RankContext& ctx, const SscTensorRef& r, uint64_t i) {
+  return ctx.Row(r.slot, r.row_offset + i) + uint64_t(r.col_offset) * DTypeBytes(ctx.DType(r.slot));
+}
+
+}  // namespace
+
+int32_t RunAdd(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  const SscTensorRef& a = t.inputs[0];
+  const SscTensorRef& b = t.inputs[1];
+  const SscTensorRef& out = t.outputs[0];
+  if (!PlainRegion(ctx, a) || !PlainRegion(ctx, b) || !PlainRegion(ctx, out) || a.rows != out.rows ||
+      b.rows != out.rows || a.cols != out.cols || b.cols != out.cols)
+    return rt::kErrRegion;
+  const uint64_t n = out.cols;
+  const uint32_t da = ctx.DType(a.slot), db = ctx.DType(b.slot), dout = ctx.DType(out.slot);
+  const bool all_fp32 = da == ssc::kFP32 && db == ssc::kFP32 && dout == ssc::kFP32;
+  for (uint64_t i = 0; i < out.rows; ++i) {
+    const uint8_t* pa = RegionRow(ctx, a, i);
+    const uint8_t* pb = RegionRow(ctx, b, i);
+    uint8_t* po = RegionRow(ctx, out, i);
+    if (all_fp32) {  // same fp32 math without the staging copies
+      const float* fa = reinterpret_cast<const float*>(pa);
+      const float* fb = reinterpret_cast<const float*>(pb);
+      float* fo = reinterpret_cast<float*>(po);
+      for (uint64_t c = 0; c < n; ++c) fo[c] = fa[c] + fb[c];
+      continue;
+    }
+    LoadF32(pa, da, n, s.a);
+    LoadF32(pb, db, n, s.b);
+    for (uint64_t c = 0; c < n; ++c) s.out[c] = s.a[c] + s.b[c];
+    StoreF32(s.out, dout, n, po);
+  }
+  return 0;
+}
+
 }  // namespace cpu
 }  // namespace hpmoe

@@ -17,6 +17,10 @@ int32_t RunSwigluGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTa
 int32_t RunCombineReduce(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
 int32_t RunBwdCombineReduce(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
 int32_t RunTopkWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
+// out = in0 + in1 over the exact rows x cols of the regions (any slots; dtypes may differ), fp32 math, one
+// rounding to the output dtype. Regions must have equal shapes, lie inside their slots, and be local and
+// contiguous (kRefRowsDynamic / kRefGather / kRefRemote are refused with kErrRegion).
+int32_t RunAdd(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
 
 }  // namespace cpu
 }  // namespace hpmoe

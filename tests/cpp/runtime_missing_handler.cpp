@@ -14,7 +14,7 @@ struct HandlersWithoutSwiglu {
   HPMOE_STUB(EntrySignal, 0) HPMOE_STUB(CountPut, 0) HPMOE_STUB(DispatchPut, 0) HPMOE_STUB(Gmm, 0)
   HPMOE_STUB(CombinePut, 0) HPMOE_STUB(CombineReduce, 0) HPMOE_STUB(BwdDispatchPut, 0) HPMOE_STUB(GmmTransB, 0)
   HPMOE_STUB(GmmWeightGrad, 0) HPMOE_STUB(SwigluGrad, 0) HPMOE_STUB(BwdCombineReduce, 0)
-  HPMOE_STUB(TopkWeightGrad, 0)
+  HPMOE_STUB(TopkWeightGrad, 0) HPMOE_STUB(Add, 0)
 #undef HPMOE_STUB
 };
 
