@@ -1,6 +1,6 @@
 """`hpmoe tune` on the paper's configurations: chosen tile sizes / AIV workers and the predicted gain.
 
-    .venv/bin/python benchmarks/sim_tune.py [--eps 4 8 16] [--tokens 4096 8192] [--json FILE]
+    .venv/bin/python benchmarks/sim_tune.py [--eps 4 8 16] [--tokens 4096 8192] [--json FILE]  (output: benchmarks/sim_results/tune.md)
 
 Every latency is PREDICTED by the hpmoe A3 model (hpmoe.sim); the paper reports no tuning results to compare with.
 """
