@@ -12,15 +12,6 @@ def compile_group(cfg: MoeConfig, direction: str) -> list[RankSchedule]:
     return compile_schedules(cfg, [direction], list(range(cfg.ep)))
 
 
-def global_order(s: RankSchedule, queue_type: QueueType) -> list[int]:
-    """The single order a queue type was dealt from (worker w got positions w, w+W, ...)."""
-    queues = [s.queue_tasks(i).tolist() for i, q in enumerate(s.queues) if int(q["queue_type"]) == queue_type]
-    order = []
-    for k in range(max(map(len, queues))):
-        order.extend(q[k] for q in queues if k < len(q))
-    return order
-
-
 def set_queues(s: RankSchedule, queues: list[tuple[int, list[int]]]) -> None:
     """Replace every queue: [(queue_type, task indices), ...], AIC workers first."""
     records, entries = [], []

@@ -1,66 +1,68 @@
-"""Queue orders: operator order, rank-aware task reordering (RATR) and cache-guided GMM interleaving."""
+"""Queue orders: operator order, rank-aware task reordering (RATR), cache-guided GMM interleaving, and the
+deal to workers by expected work."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from hpmoe.compiler import build_group_tasks, schedule_rank
 from hpmoe.config import make_config
+from hpmoe.expected_work import expected_cost
+from hpmoe.ordering import queue_order
 from hpmoe.ssc_format import QueueType, TaskType
-from schedule_tools import compile_group, global_order
+from schedule_tools import compile_group
 
 EP = 4
 CFG = make_config("small", {"ep": EP})
 
 
-def _put_destinations(s, task_type=TaskType.DISPATCH_PUT) -> list[int]:
-    order = global_order(s, QueueType.VTQ)
-    peers = [int(s.tasks[i]["peer"]) for i in order if int(s.tasks[i]["task_type"]) == task_type]
+def _orders(cfg, direction: str, queue_type: QueueType):
+    group = build_group_tasks(cfg, direction)
+    return {r: queue_order(cfg, group.rank_tasks(r), queue_type) for r in range(cfg.ep)}
+
+
+def _put_destinations(order) -> list[int]:
+    peers = [t.peer for t in order if t.task_type == TaskType.DISPATCH_PUT]
     return list(dict.fromkeys(peers))  # destinations in the order each is first sent to
 
 
 def test_ratr_walks_a_ring_from_the_own_rank():
-    group = compile_group(CFG, "fwd")
-    for s in group:
-        assert _put_destinations(s) == [(s.rank + i) % EP for i in range(EP)], f"rank {s.rank}"
+    orders = _orders(CFG, "fwd", QueueType.VTQ)
+    for rank, order in orders.items():
+        assert _put_destinations(order) == [(rank + i) % EP for i in range(EP)], f"rank {rank}"
     # At every step of the walk, each rank is the destination of exactly one source: no hotspot.
     for step in range(EP):
-        assert sorted(_put_destinations(s)[step] for s in group) == list(range(EP)), f"step {step}"
+        assert sorted(_put_destinations(o)[step] for o in orders.values()) == list(range(EP)), f"step {step}"
 
 
 def test_without_ratr_every_source_hits_the_same_destination_first():
-    group = compile_group(CFG.replace(ratr=False), "fwd")
-    assert {tuple(_put_destinations(s)) for s in group} == {tuple(range(EP))}
+    orders = _orders(CFG.replace(ratr=False), "fwd", QueueType.VTQ)
+    assert {tuple(_put_destinations(o)) for o in orders.values()} == {tuple(range(EP))}
 
 
 def test_ratr_row_tiles_follow_slot_arrival_order():
-    for s in compile_group(CFG, "fwd"):
-        order = global_order(s, QueueType.CTQ)
-        gmm1_slots = [int(s.tasks[i]["peer"]) for i in order if int(s.tasks[i]["op_id"]) == 1]
-        arrival = list(dict.fromkeys(gmm1_slots))
-        assert arrival == [(s.rank - i) % EP for i in range(EP)], f"rank {s.rank}: {arrival}"
-
-
-def _ops_in_ctq(s) -> list[int]:
-    return [int(s.tasks[i]["op_id"]) for i in global_order(s, QueueType.CTQ)]
+    for rank, order in _orders(CFG, "fwd", QueueType.CTQ).items():
+        arrival = list(dict.fromkeys(t.peer for t in order if t.op_name == "GMM1"))
+        assert arrival == [(rank - i) % EP for i in range(EP)], f"rank {rank}: {arrival}"
 
 
 def test_interleaving_puts_each_weight_grad_next_to_its_branch():
-    names = {2: "w2_grad after act_grad", 5: "w1_grad after gate_grad"}
-    for s in compile_group(CFG, "bwd"):
-        ops = _ops_in_ctq(s)
-        for wgrad, partner in ((2, 1), (5, 4)):
+    names = {"GMM_w2_grad": "GMM_act_grad", "GMM_w1_grad": "GMM_gate_grad"}
+    for rank, order in _orders(CFG, "bwd", QueueType.CTQ).items():
+        ops = [t.op_name for t in order]
+        for wgrad, partner in names.items():
             last_partner = len(ops) - 1 - ops[::-1].index(partner)
             positions = [i for i, op in enumerate(ops) if op == wgrad]
             # Each weight-grad tile follows a row tile of its branch (or another weight-grad tile of it) ...
-            assert all(ops[p - 1] in (partner, wgrad) for p in positions), f"rank {s.rank} {names[wgrad]}: {ops}"
+            assert all(ops[p - 1] in (partner, wgrad) for p in positions), f"rank {rank} {wgrad}: {ops}"
             # ... and the first one runs before that branch's last row tile.
-            assert positions[0] < last_partner, f"rank {s.rank} {names[wgrad]}: only after the branch: {ops}"
+            assert positions[0] < last_partner, f"rank {rank} {wgrad}: only after the branch: {ops}"
 
 
 def test_without_interleaving_ctq_is_operator_order():
-    for s in compile_group(CFG.replace(interleave=False), "bwd"):
-        ops = _ops_in_ctq(s)
-        assert ops == sorted(ops), f"rank {s.rank}: {ops}"
+    for rank, order in _orders(CFG.replace(interleave=False), "bwd", QueueType.CTQ).items():
+        ops = [t.op_id for t in order]
+        assert ops == sorted(ops), f"rank {rank}: {ops}"
 
 
 @pytest.mark.parametrize("change", [{"ratr": False}, {"interleave": False}])
@@ -72,8 +74,28 @@ def test_reordering_changes_queues_only(change):
         assert sorted(a.entries.tolist()) == sorted(b.entries.tolist())
 
 
-def test_workers_get_round_robin_shares():
-    s = compile_group(CFG.replace(num_aic=3, num_aiv=5), "fwd")[0]
-    for qtype, workers in ((QueueType.CTQ, 3), (QueueType.VTQ, 5)):
-        sizes = [int(q["count"]) for q in s.queues if int(q["queue_type"]) == qtype]
-        assert len(sizes) == workers and max(sizes) - min(sizes) <= 1
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_each_worker_queue_is_a_subsequence_of_the_order_and_work_is_balanced(direction):
+    cfg = make_config("deepseek-v3", {"ep": 4, "tokens": 1024, "num_aic": 5, "num_aiv": 6})
+    group = build_group_tasks(cfg, direction)
+    tasks = group.rank_tasks(2)
+    s = schedule_rank(group, 2)
+    for qtype, workers in ((QueueType.CTQ, cfg.num_aic), (QueueType.VTQ, cfg.num_aiv)):
+        order = queue_order(cfg, tasks, qtype)
+        position = {id(t): i for i, t in enumerate(order)}
+        queues = [[tasks[i] for i in s.queue_tasks(q).tolist()] for q in range(len(s.queues))
+                  if int(s.queues[q]["queue_type"]) == qtype]
+        assert len(queues) == workers and sum(map(len, queues)) == len(order)
+        for q in queues:
+            assert [position[id(t)] for t in q] == sorted(position[id(t)] for t in q), f"{qtype.name} reordered"
+        loads = [sum(expected_cost(cfg, t) for t in q) for q in queues]
+        biggest = max(expected_cost(cfg, t) for t in order)
+        assert max(loads) - min(loads) <= biggest, f"{qtype.name}: loads {loads}"
+
+
+def test_expected_work_sees_empty_tiles():
+    cfg = make_config("deepseek-v3", {"ep": 16, "tokens": 4096})  # 10 chunks per slot, the last 2 empty
+    group = build_group_tasks(cfg, "fwd", ranks=[0])
+    gmm1 = [t for t in group.rank_tasks(0) if t.op_name == "GMM1"]
+    costs = {t.chunk: expected_cost(cfg, t) for t in gmm1 if t.peer == 0}
+    assert costs[cfg.chunks_per_src - 1] < costs[0] / 100, costs

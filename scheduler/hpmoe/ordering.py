@@ -9,13 +9,15 @@ topological order), and reordering only moves tasks that do not depend on each o
 - cache-guided GMM interleaving (backward CTQ): each weight-gradient tile of expert e is placed right after the
   row tile of the same branch that, under balanced routing, holds the last rows of expert e in the
   last-arriving slot, so the expert's gradient rows are re-read while still cached.
-The validator (validate.py) proves acyclicity of the result across the whole EP group.
+Each order is dealt to the workers by expected work (expected_work.py); every worker's queue is a subsequence
+of it. The validator (validate.py) proves acyclicity of the result across the whole EP group.
 """
 from __future__ import annotations
 
 import math
 
 from .config import MoeConfig
+from .expected_work import deal_by_expected_work
 from .ssc_format import QueueType, TaskType
 from .tasks import NO_PEER, Task
 
@@ -75,12 +77,17 @@ def interleave(cfg: MoeConfig, ordered: list[Task]) -> list[Task]:
     return result
 
 
+def queue_order(cfg: MoeConfig, tasks: list[Task], queue_type: QueueType) -> list[Task]:
+    """The one order a rank's queue type is dealt from: sorted by order_key, then interleaved (CTQ)."""
+    ordered = sorted((t for t in tasks if t.queue == queue_type), key=lambda t: order_key(cfg, t))
+    if queue_type == QueueType.CTQ and cfg.interleave:
+        ordered = interleave(cfg, ordered)
+    return ordered
+
+
 def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list[Task]]]:
-    """Per-worker queues of one rank: sort each queue type, interleave, deal round-robin to workers."""
-    queues: dict[QueueType, list[list[Task]]] = {}
-    for queue_type, workers in ((QueueType.CTQ, cfg.num_aic), (QueueType.VTQ, cfg.num_aiv)):
-        ordered = sorted((t for t in tasks if t.queue == queue_type), key=lambda t: order_key(cfg, t))
-        if queue_type == QueueType.CTQ and cfg.interleave:
-            ordered = interleave(cfg, ordered)
-        queues[queue_type] = [ordered[w::workers] for w in range(workers)]
-    return queues
+    """Per-worker queues of one rank: each queue type's order dealt to its workers by expected work
+    (round-robin put whole runs of expected-empty tiles on the same workers when the tiles per slot and the
+    worker count share a factor)."""
+    return {queue_type: deal_by_expected_work(cfg, queue_order(cfg, tasks, queue_type), workers)
+            for queue_type, workers in ((QueueType.CTQ, cfg.num_aic), (QueueType.VTQ, cfg.num_aiv))}

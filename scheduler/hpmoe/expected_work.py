@@ -1,0 +1,62 @@
+"""Expected work of a task under balanced routing, for dealing a queue's order to its workers.
+
+Units are arbitrary but consistent within a queue type: multiply-adds for cube tiles, elements moved or
+computed for vector tiles. Under balanced routing every (source, destination) pair carries T*k/ep rows, so the
+valid rows of a row tile are what its region keeps of each slot's first T*k/ep rows; tiles past them are
+expected to be empty and cost only their fixed overhead.
+"""
+from __future__ import annotations
+
+from .config import MoeConfig
+from .fill import RECV_SPACE
+from .ssc_format import TaskType
+from .tasks import Ref, Task
+
+# Fixed cost of any task (fetch, waits, trigger), in the units of a small tile, so empty tiles still count.
+TASK_OVERHEAD = 1024.0
+
+
+def balanced_rows_per_pair(cfg: MoeConfig) -> float:
+    return min(cfg.recv_rows_per_src, cfg.tokens * cfg.topk / cfg.ep)
+
+
+def expected_valid_rows(cfg: MoeConfig, ref: Ref) -> float:
+    """Rows of `ref` (a region of the receive-row space) that balanced routing fills."""
+    C, per_pair = cfg.recv_rows_per_src, balanced_rows_per_pair(cfg)
+    rows = 0.0
+    first_slot, last_slot = ref.row_offset // C, (ref.row_end - 1) // C
+    for slot in range(first_slot, last_slot + 1):
+        lo = max(ref.row_offset, slot * C)
+        hi = min(ref.row_end, slot * C + per_pair)
+        rows += max(0.0, hi - lo)
+    return rows
+
+
+def expected_cost(cfg: MoeConfig, task: Task) -> float:
+    t = task.task_type
+    if t in (TaskType.GMM, TaskType.GMM_TRANS_B):
+        rows = expected_valid_rows(cfg, task.inputs[0])
+        return TASK_OVERHEAD + rows * task.inputs[0].cols * task.outputs[0].cols
+    if t == TaskType.GMM_WEIGHT_GRAD:
+        expert_rows = cfg.ep * balanced_rows_per_pair(cfg) / cfg.experts_per_rank
+        return TASK_OVERHEAD + expert_rows * task.outputs[0].rows * task.outputs[0].cols
+    region = next((r for r in task.outputs if r.slot in RECV_SPACE), None) or \
+        next((r for r in task.inputs if r.slot in RECV_SPACE), None)
+    if t in (TaskType.DISPATCH_PUT, TaskType.BWD_DISPATCH_PUT, TaskType.COMBINE_PUT, TaskType.SWIGLU,
+             TaskType.SWIGLU_GRAD, TaskType.ADD) and region is not None:
+        return TASK_OVERHEAD + expected_valid_rows(cfg, region) * region.cols
+    if t in (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE, TaskType.TOPK_WEIGHT_GRAD):
+        return TASK_OVERHEAD + task.outputs[0].rows * cfg.topk * cfg.hidden
+    return TASK_OVERHEAD  # entry signals, count puts
+
+
+def deal_by_expected_work(cfg: MoeConfig, ordered: list[Task], workers: int) -> list[list[Task]]:
+    """Each task, in order, to the worker with the least expected work so far (lowest index on ties).
+    Every worker's queue stays a subsequence of `ordered`, so a topological order stays one."""
+    queues: list[list[Task]] = [[] for _ in range(workers)]
+    load = [0.0] * workers
+    for task in ordered:
+        w = min(range(workers), key=load.__getitem__)
+        queues[w].append(task)
+        load[w] += expected_cost(cfg, task)
+    return queues
