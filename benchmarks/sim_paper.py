@@ -58,23 +58,21 @@ def table3(hw, tokens: int, eps, out: dict, capacity: float = 1.25) -> None:
 
 def ablations(hw, tokens: int, eps, out: dict) -> None:
     print(f"\n### Ablations, {tokens} tokens per rank, balanced routing (all predicted, ms; fwd / bwd)\n")
-    variants = [("default (RATR + interleave, tile_m 256)", {}, False, "ssc"),
-                ("RATR off", {"ratr": False}, False, "ssc"),
-                ("GMM interleaving off", {"interleave": False}, False, "ssc"),
-                ("tile_m 128", {"tile_m": 128, "recv_rows_per_src": 0}, False, "ssc"),
-                ("tile_m 512", {"tile_m": 512, "recv_rows_per_src": 0}, False, "ssc"),
-                ("wgrad_tile 512", {"wgrad_tile": 512}, False, "ssc"),
-                ("dynamic dispatch (2.36 us/task)", {}, True, "ssc"),
-                ("capacity factor 1.0 (no slack tiles)", {"capacity_factor": 1.0, "recv_rows_per_src": 0}, False,
-                 "ssc"),
-                ("what-if: queues dealt by expected work", {}, False, "expected-work")]
+    variants = [("default (RATR + interleave, tile_m 256)", {}, False),
+                ("RATR off", {"ratr": False}, False),
+                ("GMM interleaving off", {"interleave": False}, False),
+                ("tile_m 128", {"tile_m": 128, "recv_rows_per_src": 0}, False),
+                ("tile_m 512", {"tile_m": 512, "recv_rows_per_src": 0}, False),
+                ("wgrad_tile 512", {"wgrad_tile": 512}, False),
+                ("dynamic dispatch (2.36 us/task)", {}, True),
+                ("capacity factor 1.0 (no slack tiles)", {"capacity_factor": 1.0, "recv_rows_per_src": 0}, False)]
     print("| variant | " + " | ".join(f"EP{ep} fwd / bwd | EP{ep} bwd L2 hit" for ep in eps) + " |")
     print("|---|" + "---|---|" * len(eps))
-    for name, change, dyn, deal in variants:
+    for name, change, dyn in variants:
         cells = []
         for ep in eps:
             cfg = make_config("deepseek-v3", {"ep": ep, "tokens": tokens}).replace(**change)
-            pred = predict(cfg, hw, ["fwd", "bwd"], dynamic_dispatch=dyn, baseline=False, deal=deal)
+            pred = predict(cfg, hw, ["fwd", "bwd"], dynamic_dispatch=dyn, baseline=False)
             f, b = pred.fused["fwd"], pred.fused["bwd"]
             cells.append(f"{f.latency_us / 1e3:.2f} / {b.latency_us / 1e3:.2f} | {b.l2_hit_rate.mean():.0%}")
             out[f"ablation_t{tokens}_ep{ep}_{name}"] = pred.summary()

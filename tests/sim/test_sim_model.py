@@ -157,20 +157,3 @@ def test_swiglu_add_interleaving_effect_matches_the_paper_direction(hw):
     assert small_s.l2_hit_rate == pytest.approx(small_i.l2_hit_rate), "a small working set fits either way"
 
 
-def test_redeal_keeps_each_queue_a_subsequence_of_the_order_and_balances(mid_cfg, mid_schedules, hw):
-    from hpmoe.sim.redeal import expected_us, global_order, redeal
-    wl = build_workload(group(mid_schedules, "fwd"), route_counts(mid_cfg), hw)
-    new = redeal(wl, expected_us(wl, hw))
-    for (r, u, i, q), (r2, u2, i2, q2) in zip(wl.workers, new):
-        assert (r, u, i) == (r2, u2, i2)
-    for rank in range(wl.ep):
-        for unit in (0, 1):
-            old_q = [w[3] for w in wl.workers if w[0] == rank and w[1] == unit]
-            new_q = [w[3] for w in new if w[0] == rank and w[1] == unit]
-            order = global_order(old_q)
-            pos = {t: k for k, t in enumerate(order)}
-            assert sorted(np.concatenate(new_q).tolist()) == sorted(order)
-            for q in new_q:
-                assert all(pos[a] < pos[b] for a, b in zip(q[:-1].tolist(), q[1:].tolist()))
-            load = lambda qs: max(float(wl.compute_us[q].sum()) for q in qs)
-            assert load(new_q) <= load(old_q) + 1e-9

@@ -13,7 +13,6 @@ from ..errors import HpmoeError
 from .baseline import BaselineResult, simulate_baseline
 from .fused import DirectionResult, simulate_direction
 from .hw import Hardware
-from .redeal import expected_us, redeal
 from .routing import check_bucket, route_counts
 from .workload import build_workload
 
@@ -26,10 +25,9 @@ class Prediction:
     counts: np.ndarray
     fused: dict[str, DirectionResult]
     baseline: dict[str, BaselineResult]
-    deal: str = "ssc"
 
     def summary(self) -> dict:
-        out = {"predicted": True, "hardware": self.hw.name, "routing": self.routing, "deal": self.deal,
+        out = {"predicted": True, "hardware": self.hw.name, "routing": self.routing,
                "config": self.cfg.to_json(),
                "directions": {}}
         for d, r in self.fused.items():
@@ -60,10 +58,7 @@ def load_ssc_dir(path: str | Path) -> list[RankSchedule]:
 
 def predict(cfg: MoeConfig, hw: Hardware, directions: list[str], routing: str = "balanced", *,
             schedules: list[RankSchedule] | None = None, dynamic_dispatch: bool = False,
-            baseline: bool = True, deal: str = "ssc") -> Prediction:
-    """deal: "ssc" runs the queues as compiled; "expected-work" re-deals them (redeal.py, a what-if)."""
-    if deal not in ("ssc", "expected-work"):
-        raise HpmoeError(f"unknown deal {deal!r}: use ssc or expected-work")
+            baseline: bool = True) -> Prediction:
     check_hw_fits(cfg, hw)
     counts = route_counts(cfg, routing)
     check_bucket(cfg, counts)
@@ -72,10 +67,7 @@ def predict(cfg: MoeConfig, hw: Hardware, directions: list[str], routing: str = 
         group = [s for s in schedules if s.direction_name == d] if schedules is not None else \
             compile_schedules(cfg, [d], list(range(cfg.ep)))
         wl = build_workload(group, counts, hw)
-        if deal == "expected-work":
-            balanced = counts if routing == "balanced" else route_counts(cfg, "balanced")
-            wl.workers = redeal(wl, expected_us(build_workload(group, balanced, hw), hw))
         fused[d] = simulate_direction(group, counts, hw, dynamic_dispatch=dynamic_dispatch, workload=wl)
         if baseline:
             base[d] = simulate_baseline(cfg, counts, hw, d)
-    return Prediction(cfg, hw, routing, counts, fused, base, deal)
+    return Prediction(cfg, hw, routing, counts, fused, base)

@@ -15,8 +15,7 @@ BANNER = "PREDICTED on the {hw} performance model (no Ascend hardware was used; 
 
 def format_prediction(pred: Prediction) -> str:
     cfg = pred.cfg
-    lines = [BANNER.format(hw=pred.hw.name) + ("; queues RE-DEALT by expected work (what-if)"
-                                                if pred.deal != "ssc" else ""),
+    lines = [BANNER.format(hw=pred.hw.name),
              f"config: ep={cfg.ep} tokens={cfg.tokens} hidden={cfg.hidden} inter={cfg.inter} "
              f"E_local={cfg.experts_per_rank} topk={cfg.topk} tile_m={cfg.tile_m} C={cfg.recv_rows_per_src} "
              f"wgrad_tile={cfg.wgrad_tile} token_tile={cfg.token_tile} workers={cfg.num_aic}/{cfg.num_aiv} "
@@ -61,7 +60,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if not dirs:
         raise HpmoeError(f"no {args.direction} schedules to simulate")
     pred = predict(cfg, hw, dirs, args.routing, schedules=schedules, dynamic_dispatch=args.dynamic_dispatch,
-                   baseline=not args.no_baseline, deal=args.deal)
+                   baseline=not args.no_baseline)
     print(format_prediction(pred))
     if args.trace:
         n = __import__("hpmoe.sim.trace", fromlist=["write_trace"]).write_trace(pred, args.trace)
@@ -122,8 +121,6 @@ def register_simulate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ssc", metavar="DIR", help="simulate the .ssc files in DIR (a whole group) instead of compiling")
     p.add_argument("--dynamic-dispatch", action="store_true", help="charge the paper's dynamic per-task dispatch")
     p.add_argument("--no-baseline", action="store_true", help="skip the kernel-by-kernel baseline")
-    p.add_argument("--deal", choices=["ssc", "expected-work"], default="ssc",
-                   help="what-if: re-deal each queue type to workers by expected work (not what the SSC holds)")
     p.add_argument("--trace", metavar="JSON", help="write a Chrome/Perfetto trace")
     p.add_argument("--plot", metavar="PNG", help="write a timeline plot")
     p.add_argument("--json", metavar="FILE", help="write the summary as JSON")
