@@ -23,6 +23,12 @@ uint64_t ModeRunner::handler_ns(uint32_t task_type) const {
   return sum;
 }
 
+uint64_t ModeRunner::worker_busy_ns(uint32_t worker) const {
+  uint64_t sum = 0;
+  for (uint32_t t = 0; t < ssc::kTaskTypeCount; ++t) sum += type_ns_[worker * kTypeStride + t];
+  return sum;
+}
+
 LaunchResult ModeRunner::LaunchStatic(const ModeSpec& mode, rt::WorkerReport* reports) {
   const rt::SscProgram& p = w_.program(mode.order);
   cpu::LocalRank& rank = w_.rank();

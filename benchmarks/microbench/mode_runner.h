@@ -24,6 +24,8 @@ class ModeRunner {
   LaunchResult Launch(const ModeSpec& mode, std::string* error);
   // Handler wall time of the last launch for one task type, summed over workers (compute modes only).
   uint64_t handler_ns(uint32_t task_type) const;
+  // All handler time of one worker in the last launch (compute modes only).
+  uint64_t worker_busy_ns(uint32_t worker) const;
 
  private:
   template <class Queue>

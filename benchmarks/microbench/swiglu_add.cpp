@@ -24,6 +24,8 @@ struct ModeStats {
   std::vector<uint64_t> llc;
   std::vector<double> swiglu_us;  // handler time summed over workers, / K
   std::vector<double> add_us;
+  std::vector<std::vector<double>> end_us;   // [worker][repeat]: when the worker finished
+  std::vector<std::vector<double>> busy_us;  // [worker][repeat]: its handler time
 };
 
 double Median(std::vector<double> v) {
@@ -113,6 +115,12 @@ int RunPoint(const BenchArgs& a, uint64_t rows, WorkerPool& pool, SweepPoint* pt
       ms.llc.push_back(res.llc_misses);
       ms.swiglu_us.push_back(double(runner.handler_ns(ssc::kTaskSwiglu)) / 1000.0 / a.workers);
       ms.add_us.push_back(double(runner.handler_ns(ssc::kTaskAdd)) / 1000.0 / a.workers);
+      ms.end_us.resize(a.workers);
+      ms.busy_us.resize(a.workers);
+      for (uint32_t q = 0; q < a.workers; ++q) {
+        ms.end_us[q].push_back(double(res.end_ns[q]) / 1000.0);
+        ms.busy_us[q].push_back(double(runner.worker_busy_ns(q)) / 1000.0);
+      }
     }
   }
   if (!err.empty()) {
@@ -140,19 +148,28 @@ void PrintText(const BenchArgs& a, const SweepPoint& pt, const WorkerPool& pool,
   std::printf("\nM=%" PRIu64 ": %u tiles of %u rows, %u tasks; intermediate A %s (%.2fx LLC), H+A+X+Y %s\n",
               pt.rows, pt.tiles, a.tile_rows, pt.tasks, Mib(pt.intermediate_bytes).c_str(),
               llc_bytes ? double(pt.intermediate_bytes) / double(llc_bytes) : 0.0, Mib(pt.total_bytes).c_str());
-  std::printf("  %-18s %11s %11s %11s %9s %11s %11s %16s\n", "mode", "median_us", "min_us", "max_us", "us/task",
-              "swiglu_us", "add_us", pool.counting() ? pool.llc_event() : "LLC misses");
+  std::printf("  %-18s %11s %11s %11s %9s %11s %11s %19s %16s\n", "mode", "median_us", "min_us", "max_us", "us/task",
+              "swiglu_us", "add_us", "busy_us min..max", pool.counting() ? pool.llc_event() : "LLC misses");
   for (const std::string& name : a.modes) {
     const ModeStats& s = pt.stats.at(name);
     const double med = Median(s.us);
     char llc[32];
     if (pool.counting()) std::snprintf(llc, sizeof llc, "%.0f", MedianU(s.llc));
     else std::snprintf(llc, sizeof llc, "n/a");
-    std::printf("  %-18s %11.1f %11.1f %11.1f %9.3f %11.1f %11.1f %16s\n", name.c_str(), med,
+    double busy_min = 0, busy_max = 0;
+    for (size_t q = 0; q < s.busy_us.size(); ++q) {
+      const double b = Median(s.busy_us[q]);
+      busy_min = q == 0 ? b : std::min(busy_min, b);
+      busy_max = std::max(busy_max, b);
+    }
+    char busy[40];
+    std::snprintf(busy, sizeof busy, "%.0f..%.0f", busy_min, busy_max);
+    std::printf("  %-18s %11.1f %11.1f %11.1f %9.3f %11.1f %11.1f %19s %16s\n", name.c_str(), med,
                 *std::min_element(s.us.begin(), s.us.end()), *std::max_element(s.us.begin(), s.us.end()),
-                med * a.workers / pt.tasks, Median(s.swiglu_us), Median(s.add_us), llc);
+                med * a.workers / pt.tasks, Median(s.swiglu_us), Median(s.add_us), busy, llc);
   }
-  std::printf("  (swiglu_us, add_us: handler time per worker, i.e. summed over workers / K; 0 for no-op modes)\n");
+  std::printf("  (swiglu_us, add_us: handler time summed over workers / K; busy_us: each worker's handler time, the\n"
+              "   least and most busy worker; all 0 for no-op modes)\n");
   std::printf("  ratios (median):");
   const char* pairs[][2] = {{"serial", "interleaved"}, {"dynamic", "interleaved"}, {"dynamic-lifo", "interleaved"},
                             {"noop-dynamic", "noop-static"}, {"noop-dynamic-lifo", "noop-static"}};
@@ -189,6 +206,10 @@ void PrintJson(const BenchArgs& a, const SweepPoint& pt, const WorkerPool& pool,
                 FindMode(name.c_str())->noop ? std::to_string(PerTaskUs(pt, name, a.workers)).c_str() : "null",
                 Median(s.swiglu_us), Median(s.add_us));
     for (size_t i = 0; i < s.us.size(); ++i) std::printf("%s%.3f", i ? ", " : "", s.us[i]);
+    std::printf("], \"worker_end_us\": [");
+    for (size_t q = 0; q < s.end_us.size(); ++q) std::printf("%s%.3f", q ? ", " : "", Median(s.end_us[q]));
+    std::printf("], \"worker_busy_us\": [");
+    for (size_t q = 0; q < s.busy_us.size(); ++q) std::printf("%s%.3f", q ? ", " : "", Median(s.busy_us[q]));
     std::printf("], \"llc_misses\": ");
     if (pool.counting()) std::printf("%.0f}", MedianU(s.llc));
     else std::printf("null}");

@@ -44,7 +44,7 @@ void Await(Ready&& ready) {
 
 WorkerPool::WorkerPool(uint32_t workers, bool count_llc)
     : workers_(workers), counting_(count_llc), counters_(new LlcCounter[workers]), status_(workers, 0),
-      llc_delta_(workers, 0) {
+      llc_delta_(workers, 0), end_ns_(workers, 0) {
   if (counting_) {
     llc_error_ = counters_[0].Open();
     if (!llc_error_.empty()) counting_ = false;
@@ -82,6 +82,7 @@ void WorkerPool::WorkerMain(uint32_t w) {
     if (stop_) return;
     const uint64_t c0 = counting_ ? counters_[w].Read() : 0;
     status_[w] = (*job_)(w);
+    end_ns_[w] = NowNs() - t0_;
     llc_delta_[w] = counting_ ? counters_[w].Read() - c0 : 0;
     done_.fetch_add(1, std::memory_order_acq_rel);
   }
@@ -92,12 +93,15 @@ LaunchResult WorkerPool::Run(const std::function<int32_t(uint32_t)>& job) {
   done_.store(0, std::memory_order_relaxed);
   const uint64_t c0 = counting_ ? counters_[0].Read() : 0;
   const uint64_t t0 = NowNs();
+  t0_ = t0;
   generation_.fetch_add(1, std::memory_order_release);
   status_[0] = job(0);
+  end_ns_[0] = NowNs() - t0;
   llc_delta_[0] = counting_ ? counters_[0].Read() - c0 : 0;
   Await([&] { return done_.load(std::memory_order_acquire) == workers_ - 1; });
   LaunchResult r;
   r.ns = NowNs() - t0;
+  r.end_ns = end_ns_;
   for (uint32_t w = 0; w < workers_; ++w) {
     r.llc_misses += llc_delta_[w];
     if (r.status == 0 && status_[w] != 0) {

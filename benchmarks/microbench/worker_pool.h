@@ -23,6 +23,7 @@ struct LaunchResult {
   uint64_t llc_misses = 0;  // summed over workers; 0 when not counting
   int32_t status = 0;       // first non-zero job status, by worker index
   uint32_t failed_worker = 0;
+  std::vector<uint64_t> end_ns;  // per worker: when its job returned, from the release
 };
 
 class WorkerPool {
@@ -50,6 +51,8 @@ class WorkerPool {
   std::unique_ptr<LlcCounter[]> counters_;
   std::vector<int32_t> status_;
   std::vector<uint64_t> llc_delta_;
+  std::vector<uint64_t> end_ns_;
+  uint64_t t0_ = 0;
   const std::function<int32_t(uint32_t)>* job_ = nullptr;
   bool stop_ = false;
   alignas(64) std::atomic<uint64_t> generation_{0};
