@@ -51,12 +51,20 @@ def expected_cost(cfg: MoeConfig, task: Task) -> float:
 
 
 def deal_by_expected_work(cfg: MoeConfig, ordered: list[Task], workers: int) -> list[list[Task]]:
-    """Each task, in order, to the worker with the least expected work so far (lowest index on ties).
-    Every worker's queue stays a subsequence of `ordered`, so a topological order stays one."""
+    """Each task, in order, to the worker with the least expected work so far (lowest index on ties); tasks
+    expected to be empty go round-robin instead. Greedy alone would hand a slot's whole run of expected-empty
+    tiles to one worker, and skewed routing fills exactly those tiles of its hot slots. Every worker's queue
+    stays a subsequence of `ordered`, so a topological order stays one."""
     queues: list[list[Task]] = [[] for _ in range(workers)]
     load = [0.0] * workers
+    next_empty = 0
     for task in ordered:
-        w = min(range(workers), key=load.__getitem__)
+        cost = expected_cost(cfg, task)
+        if cost <= TASK_OVERHEAD:
+            w = next_empty % workers
+            next_empty += 1
+        else:
+            w = min(range(workers), key=load.__getitem__)
         queues[w].append(task)
-        load[w] += expected_cost(cfg, task)
+        load[w] += cost
     return queues
