@@ -1,6 +1,6 @@
 """Compile time of the static scheduler: `python benchmarks/compile_time.py [--preset deepseek-v3] [--ep 16]`.
 
-Measures, side by side in one run, the median of --repeat runs of:
+Measures, side by side in one run, the median and the minimum of --repeat runs of:
 - one rank, forward + backward (target <= 100 ms for deepseek-v3 EP16), without and with the rank-local
   validator (which `hpmoe compile --rank R` runs);
 - all ranks, forward + backward (target <= 1 s for 16 ranks), without and with the whole-group validator;
@@ -18,13 +18,14 @@ from hpmoe.config import make_config
 from hpmoe.validate import check
 
 
-def timed(fn, repeat: int) -> float:
+def timed(fn, repeat: int) -> tuple[float, float]:
+    """(median, min) seconds: on a shared machine the minimum is the best estimate of the code's own cost."""
     samples = []
     for _ in range(repeat):
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return statistics.median(samples), min(samples)
 
 
 def main() -> None:
@@ -57,15 +58,17 @@ def main() -> None:
         return [ssc_io.to_bytes(s) for s in schedules]
 
     tasks = sum(len(s.tasks) for s in schedules)
-    print(f"{args.preset} EP{cfg.ep}: {tasks} tasks in {len(schedules)} SSCs (fwd+bwd), median of {args.repeat}")
+    print(f"{args.preset} EP{cfg.ep}: {tasks} tasks in {len(schedules)} SSCs (fwd+bwd), {args.repeat} runs: "
+          f"median / min")
     rows = [("one rank, fwd+bwd, compile", timed(one_rank_compile, args.repeat), 0.100),
             ("one rank, fwd+bwd, compile + rank-local validation", timed(one_rank, args.repeat), 0.100),
             (f"all {cfg.ep} ranks, fwd+bwd, compile", timed(all_ranks, args.repeat), 1.0),
             (f"all {cfg.ep} ranks, fwd+bwd, whole-group validation", timed(group_verify, max(1, args.repeat // 2)), None),
             (f"all {cfg.ep} ranks, serialise to SSC bytes", timed(serialise, args.repeat), None)]
-    for name, seconds, target in rows:
-        verdict = "" if target is None else f"  (target {target * 1000:.0f} ms: {'met' if seconds <= target else 'MISSED'})"
-        print(f"  {name:<58} {seconds * 1000:9.1f} ms{verdict}")
+    for name, (median, best), target in rows:
+        verdict = "" if target is None else \
+            f"  (target {target * 1000:.0f} ms: {'met' if median <= target else 'MISSED'} by the median)"
+        print(f"  {name:<58} {median * 1000:8.1f} / {best * 1000:8.1f} ms{verdict}")
 
 
 if __name__ == "__main__":

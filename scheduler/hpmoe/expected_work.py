@@ -7,6 +7,8 @@ expected to be empty and cost only their fixed overhead.
 """
 from __future__ import annotations
 
+import heapq
+
 from .config import MoeConfig
 from .fill import RECV_SPACE
 from .ssc_format import TaskType
@@ -56,15 +58,20 @@ def deal_by_expected_work(cfg: MoeConfig, ordered: list[Task], workers: int) -> 
     tiles to one worker, and skewed routing fills exactly those tiles of its hot slots. Every worker's queue
     stays a subsequence of `ordered`, so a topological order stays one."""
     queues: list[list[Task]] = [[] for _ in range(workers)]
-    load = [0.0] * workers
+    least_loaded = [(0.0, w) for w in range(workers)]  # (expected work, worker): ties go to the lower index
+    pending = [0.0] * workers  # work of round-robin tasks not yet folded into the heap entry
     next_empty = 0
     for task in ordered:
         cost = expected_cost(cfg, task)
         if cost <= TASK_OVERHEAD:
             w = next_empty % workers
             next_empty += 1
+            pending[w] += cost
         else:
-            w = min(range(workers), key=load.__getitem__)
+            load, w = heapq.heappop(least_loaded)
+            while pending[w]:  # stale entry: fold the pending work in and look again
+                load, pending[w] = load + pending[w], 0.0
+                load, w = heapq.heappushpop(least_loaded, (load, w))
+            heapq.heappush(least_loaded, (load + cost, w))
         queues[w].append(task)
-        load[w] += cost
     return queues
