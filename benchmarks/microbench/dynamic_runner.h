@@ -7,7 +7,6 @@
 #include <sched.h>
 
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -78,32 +77,18 @@ class DynamicSync {
 template <class Queue, class Handlers>
 int32_t RunDynamicWorker(DynamicState<Queue>& st, uint32_t worker, DynamicSync<Queue>& sync, Handlers& handlers,
                          uint64_t timeout_ms) {
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point idle_since{};
-  bool idle = false;
+  cpu::IdleTimer idle;
   for (;;) {
     const uint32_t id = st.ready->Pop();
     if (id == kDone) return rt::kOk;
     if (id == kEmpty) {
-      const Clock::time_point now = Clock::now();
-      if (!idle) {
-        idle = true;
-        idle_since = now;
-      } else if (now - idle_since > std::chrono::milliseconds(timeout_ms)) {
-        return rt::kWaitTimeout;
-      }
+      if (idle.Expired(timeout_ms)) return rt::kWaitTimeout;
       sched_yield();
       continue;
     }
-    idle = false;
-    const ssc::SscTask& task = st.program->tasks[id];
-    const bool put = rt::IsPutTask(task.task_type);
-    rt::TaskCall call{&task, id, worker, task.trigger_rank[0], put ? task.trigger_event[0] : ssc::kNoEvent,
-                      st.program->invocation};
-    if (rt::DispatchTask(handlers, call) != 0) return rt::kHandlerFailed;
-    for (uint32_t k = put ? 1u : 0u; k < ssc::kMaxTriggers; ++k) {
-      if (task.trigger_event[k] != ssc::kNoEvent) sync.Signal(task.trigger_rank[k], task.trigger_event[k]);
-    }
+    idle.Busy();
+    const int32_t status = cpu::RunReadyTask(*st.program, id, worker, sync, handlers);
+    if (status != rt::kOk) return status;
   }
 }
 

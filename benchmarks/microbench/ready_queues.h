@@ -1,6 +1,5 @@
-// Ready queues of the microbenchmark's dynamic-dispatch modes. ReadyFifo mirrors the CPU twin's dynamic
-// dispatch (op_host/cpu/dynamic_dispatch.cpp, ReadyQueue): a lock-free one-shot MPMC ring, tasks popped in the
-// order they became ready. ReadyLifo pops the most recently readied task first (a spin-locked stack), so a
+// Ready queues of the microbenchmark's dynamic-dispatch modes. ReadyFifo is the CPU twin's dynamic-dispatch
+// queue (op_host/cpu/ready_queue.h): a lock-free one-shot MPMC ring, tasks popped in the order they became ready. ReadyLifo pops the most recently readied task first (a spin-locked stack), so a
 // consumer readied by the task a worker just finished runs next, as in work-first runtimes: the dynamic
 // order that keeps producer/consumer pairs together. Both are reset between launches (outside the timing).
 #pragma once
@@ -11,40 +10,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "../../op_host/cpu/ready_queue.h"
+
 namespace hpmoe {
 namespace microbench {
 
-constexpr uint32_t kEmpty = 0xFFFFFFFFu;  // nothing ready now
-constexpr uint32_t kDone = 0xFFFFFFFEu;   // every task of the launch was taken
+constexpr uint32_t kEmpty = cpu::kReadyEmpty;  // nothing ready now
+constexpr uint32_t kDone = cpu::kReadyDone;    // every task of the launch was taken
 
-class ReadyFifo {
- public:
-  explicit ReadyFifo(uint32_t capacity) : slots_(capacity), total_(capacity) { Reset(); }
-  void Reset() {
-    for (auto& s : slots_) s.store(kEmpty, std::memory_order_relaxed);
-    head_.store(0, std::memory_order_relaxed);
-    tail_.store(0, std::memory_order_relaxed);
-  }
-  void Push(uint32_t task) {
-    const uint32_t i = tail_.fetch_add(1, std::memory_order_relaxed);
-    slots_[i].store(task, std::memory_order_release);
-  }
-  uint32_t Pop() {
-    uint32_t h = head_.load(std::memory_order_relaxed);
-    while (h < total_) {
-      const uint32_t task = slots_[h].load(std::memory_order_acquire);
-      if (task == kEmpty) return kEmpty;
-      if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) return task;
-    }
-    return kDone;
-  }
-
- private:
-  std::vector<std::atomic<uint32_t>> slots_;
-  uint32_t total_;
-  alignas(64) std::atomic<uint32_t> head_{0};
-  alignas(64) std::atomic<uint32_t> tail_{0};
-};
+using ReadyFifo = cpu::ReadyFifo;  // the twin's own queue (op_host/cpu/ready_queue.h)
 
 class ReadyLifo {
  public:

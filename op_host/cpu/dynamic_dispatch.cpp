@@ -3,7 +3,6 @@
 #include <sched.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -11,52 +10,18 @@
 
 #include "../../op_kernel/cpu/cpu_handlers.h"
 #include "../../op_kernel/runtime/worker_loop.h"
+#include "ready_queue.h"
 
 namespace hpmoe {
 namespace cpu {
 namespace {
-
-constexpr uint32_t kEmpty = 0xFFFFFFFFu;  // nothing ready yet
-constexpr uint32_t kDone = 0xFFFFFFFEu;   // every task of the queue was taken
-
-// Lock-free one-shot MPMC queue: every task is pushed exactly once per launch, so a ring of num_tasks slots
-// with monotonic head/tail never wraps.
-class ReadyQueue {
- public:
-  explicit ReadyQueue(uint32_t capacity) : slots_(capacity), total_(capacity) {
-    for (auto& s : slots_) s.store(kEmpty, std::memory_order_relaxed);
-  }
-  void Push(uint32_t task) {
-    const uint32_t i = tail_.fetch_add(1, std::memory_order_relaxed);
-    slots_[i].store(task, std::memory_order_release);
-  }
-  uint32_t Popped() const { return head_.load(std::memory_order_relaxed); }
-  uint32_t Total() const { return total_; }
-
-  // Returns a task id, kEmpty or kDone.
-  uint32_t Pop() {
-    uint32_t h = head_.load(std::memory_order_relaxed);
-    while (h < total_) {
-      const uint32_t task = slots_[h].load(std::memory_order_acquire);
-      if (task == kEmpty) return kEmpty;
-      if (head_.compare_exchange_weak(h, h + 1, std::memory_order_acq_rel)) return task;
-    }
-    return kDone;
-  }
-
- private:
-  std::vector<std::atomic<uint32_t>> slots_;
-  uint32_t total_;
-  alignas(64) std::atomic<uint32_t> head_{0};
-  alignas(64) std::atomic<uint32_t> tail_{0};
-};
 
 struct RankState {
   RankRuntime* rank;
   const rt::SscProgram* program;
   std::vector<std::vector<uint32_t>> consumers;  // per event: tasks waiting on it
   std::unique_ptr<std::atomic<uint32_t>[]> pending;
-  std::unique_ptr<ReadyQueue> ready[2];  // by queue type
+  std::unique_ptr<ReadyFifo> ready[2];  // by queue type
 };
 
 // Sync backend whose signals also release the consumers that became ready.
@@ -95,21 +60,14 @@ struct Stall {
 template <class Handlers>
 int32_t RunDynamicWorker(RankState& st, uint32_t rank, uint32_t queue_type, DynamicSync& sync, Handlers& handlers,
                          const std::atomic<int32_t>& failed, uint64_t timeout_ms, Stall* stall) {
-  using Clock = std::chrono::steady_clock;
-  ReadyQueue& ready = *st.ready[queue_type];
-  Clock::time_point idle_since{};
-  bool idle = false;
+  ReadyFifo& ready = *st.ready[queue_type];
+  IdleTimer idle;
   for (;;) {
     const uint32_t id = ready.Pop();
-    if (id == kDone) return rt::kOk;
-    if (id == kEmpty) {
+    if (id == kReadyDone) return rt::kOk;
+    if (id == kReadyEmpty) {
       if (failed.load(std::memory_order_relaxed) != 0) return rt::kAborted;
-      // Bounded like the static loop's waits: nothing ready for the whole timeout means a lost dependency.
-      const Clock::time_point now = Clock::now();
-      if (!idle) {
-        idle = true;
-        idle_since = now;
-      } else if (now - idle_since > std::chrono::milliseconds(timeout_ms)) {
+      if (idle.Expired(timeout_ms)) {
         if (stall->reported.exchange(1) == 0) {
           stall->rank = rank;
           stall->queue_type = queue_type;
@@ -121,15 +79,9 @@ int32_t RunDynamicWorker(RankState& st, uint32_t rank, uint32_t queue_type, Dyna
       sched_yield();
       continue;
     }
-    idle = false;
-    const ssc::SscTask& task = st.program->tasks[id];
-    const bool put = rt::IsPutTask(task.task_type);
-    rt::TaskCall call{&task, id, 0, task.trigger_rank[0], put ? task.trigger_event[0] : ssc::kNoEvent,
-                      st.program->invocation};
-    if (rt::DispatchTask(handlers, call) != 0) return rt::kHandlerFailed;
-    for (uint32_t k = put ? 1u : 0u; k < ssc::kMaxTriggers; ++k) {
-      if (task.trigger_event[k] != ssc::kNoEvent) sync.Signal(task.trigger_rank[k], task.trigger_event[k]);
-    }
+    idle.Busy();
+    const int32_t status = RunReadyTask(*st.program, id, 0, sync, handlers);
+    if (status != rt::kOk) return status;
   }
 }
 
@@ -163,7 +115,7 @@ std::string RunGroupDynamic(RankRuntime* const* ranks, uint32_t num_ranks, uint3
       st.pending[t].store(waits, std::memory_order_relaxed);
       ++per_type[p.tasks[t].queue_type];
     }
-    for (uint32_t q = 0; q < 2; ++q) st.ready[q].reset(new ReadyQueue(per_type[q]));
+    for (uint32_t q = 0; q < 2; ++q) st.ready[q].reset(new ReadyFifo(per_type[q]));
     for (uint32_t t = 0; t < p.num_tasks; ++t) {
       if (st.pending[t].load(std::memory_order_relaxed) == 0) st.ready[p.tasks[t].queue_type]->Push(t);
     }
