@@ -133,7 +133,7 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
     if token_tile < 1:
         raise ConfigError(f"token_tile must be a positive integer, got {cfg.token_tile!r}")
     changes["token_tile"] = token_tile
-    cap_limit = _round_up(cfg.tokens * min(cfg.topk, cfg.experts_per_rank), cfg.tile_m)
+    cap_limit = _round_up(cfg.max_rows_per_pair, cfg.tile_m)
     if cfg.recv_rows_per_src:
         if cfg.recv_rows_per_src < 0:
             raise ConfigError(f"recv_rows_per_src must be positive, got {cfg.recv_rows_per_src}")

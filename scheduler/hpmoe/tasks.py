@@ -23,15 +23,6 @@ class Ref(NamedTuple):
     def row_end(self) -> int:
         return self.row_offset + self.rows
 
-    @property
-    def col_end(self) -> int:
-        return self.col_offset + self.cols
-
-    def overlaps(self, other: "Ref") -> bool:
-        return (self.slot == other.slot and self.rank == other.rank
-                and self.row_offset < other.row_end and other.row_offset < self.row_end
-                and self.col_offset < other.col_end and other.col_offset < self.col_end)
-
 
 @dataclasses.dataclass(slots=True, eq=False)
 class Task:

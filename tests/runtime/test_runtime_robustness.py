@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import zlib
 
-import numpy as np
 import pytest
 
 from hpmoe import ssc_io

@@ -102,7 +102,7 @@ def alltoall_us(hw: Hardware, cfg: MoeConfig, rows: np.ndarray, width: int, es: 
 
 
 def simulate_baseline(cfg: MoeConfig, counts: np.ndarray, hw: Hardware, direction: str) -> BaselineResult:
-    ep, T, k, h, I = cfg.ep, cfg.tokens, cfg.topk, cfg.hidden, cfg.inter
+    ep, T, h, I = cfg.ep, cfg.tokens, cfg.hidden, cfg.inter
     es = DTYPE_BYTES[cfg.dtype_enum]
     pair = counts.sum(axis=2)                       # [s, d]
     sent = pair.sum(axis=1)                         # rows each rank sends (T*k)
