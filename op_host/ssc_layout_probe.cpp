@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "../op_kernel/ssc_layout.h"
+#include "../op_kernel/runtime/task_access.h"
 
 using namespace hpmoe::ssc;
 
@@ -46,6 +47,17 @@ int main() {
   VAL(kMaxTriggers) VAL(kMaxTensorDims) VAL(kTensorNameBytes) VAL(kNoEvent) VAL(kNoSlot) VAL(kCounterStrideBytes)
   VAL(kTaskTypeCount) VAL(kSlotCount) VAL(kSectionCount) VAL(kTensorSymmetric) VAL(kRefRemote) VAL(kRefRowsDynamic)
   VAL(kRefGather) VAL(kEventRemoteTriggered) VAL(kConfigRatr) VAL(kConfigInterleave)
+  // The handlers' access table (runtime/task_access.h), row by row: access.<row>.<field>.
+  using namespace hpmoe::rt;
+  char key[64];
+  Item("access.rows", kTaskAccessCount);
+  for (uint32_t i = 0; i < kTaskAccessCount; ++i) {
+    const TaskAccess& a = kTaskAccess[i];
+    std::snprintf(key, sizeof key, "access.%u.task_type", i), Item(key, a.task_type);
+    std::snprintf(key, sizeof key, "access.%u.flags", i), Item(key, a.flags);
+    for (uint32_t k = 0; k < kMaxInputs; ++k) std::snprintf(key, sizeof key, "access.%u.inputs.%u", i, k), Item(key, a.inputs[k]);
+    for (uint32_t k = 0; k < kMaxOutputs; ++k) std::snprintf(key, sizeof key, "access.%u.outputs.%u", i, k), Item(key, a.outputs[k]);
+  }
   std::printf("}\n");
   return 0;
 }

@@ -1,62 +1,27 @@
 #include "ssc_loader.h"
 
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "validate/checks.h"
+
 namespace hpmoe {
 namespace ssc {
-namespace {
 
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[400];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
+using validate::Format;
+
+namespace {
 
 const char* DirName(uint32_t direction) { return direction == kForward ? "fwd" : "bwd"; }
 
-std::string CheckTasks(const SscView& v, uint32_t rank, uint32_t counter_capacity) {
-  for (uint32_t i = 0; i < v.num_tasks; ++i) {
-    const SscTask& t = v.tasks[i];
-    for (uint32_t k = 0; k < kMaxTriggers; ++k) {
-      if (t.trigger_event[k] == kNoEvent) continue;
-      if (counter_capacity != 0 && t.trigger_event[k] >= counter_capacity)
-        return Format("task %u (%s) triggers event %u; the backend reserves %u counters per rank", i,
-                      TaskTypeName(t.task_type), t.trigger_event[k], counter_capacity);
-      if (t.trigger_rank[k] == rank && t.trigger_event[k] >= v.num_events)
-        return Format("task %u (%s) triggers local event %u of %u", i, TaskTypeName(t.task_type),
-                      t.trigger_event[k], v.num_events);
-    }
-    if (rt::IsPutTask(t.task_type)) {
-      if (t.outputs[0].slot == kNoSlot) return Format("task %u (%s) has no output region", i, TaskTypeName(t.task_type));
-      if (t.trigger_event[0] != kNoEvent && t.trigger_rank[0] != t.outputs[0].rank)
-        return Format("task %u (%s) puts to rank %u but signals rank %u", i, TaskTypeName(t.task_type),
-                      t.outputs[0].rank, t.trigger_rank[0]);
-    }
-    for (uint32_t k = 0; k < kMaxOutputs; ++k) {
-      const SscTensorRef& r = t.outputs[k];
-      if (r.slot != kNoSlot && r.rank != rank && !rt::IsPutTask(t.task_type))
-        return Format("task %u (%s) writes rank %u but is not a put", i, TaskTypeName(t.task_type), r.rank);
-    }
-    for (uint32_t k = 0; k < kMaxInputs; ++k) {
-      const SscTensorRef& r = t.inputs[k];
-      if (r.slot != kNoSlot && r.rank != rank)
-        return Format("task %u (%s) reads rank %u: tasks read only local memory", i, TaskTypeName(t.task_type), r.rank);
-    }
-  }
-  std::vector<uint8_t> seen(v.num_tasks, 0);
-  for (uint32_t q = 0; q < v.num_queues; ++q) {
-    for (uint32_t k = 0; k < v.queues[q].count; ++k) {
-      const uint32_t task = v.entries[v.queues[q].first_entry + k];
-      if (seen[task]++) return Format("task %u appears twice in the queues", task);
-    }
-  }
-  for (uint32_t i = 0; i < v.num_tasks; ++i) {
-    if (!seen[i]) return Format("task %u (%s) is in no queue", i, TaskTypeName(v.tasks[i].task_type));
-  }
-  return "";
+// Everything one rank's file can be checked for on its own; `rank` is the rank it will run on.
+std::string ValidateAlone(const SscView& v, uint32_t rank, uint32_t counter_capacity) {
+  std::string err = validate::CheckConfigRecord(v.config());
+  if (err.empty()) err = validate::CheckTensorTable(v);
+  if (err.empty()) err = validate::CheckTaskRecords(v, rank, counter_capacity);
+  if (err.empty()) err = validate::CheckQueueRecords(v);
+  if (err.empty()) err = validate::CheckEventsAlone(v, rank);
+  return err;
 }
 
 }  // namespace
@@ -65,17 +30,24 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
   out->loaded = false;
   out->bytes.Allocate(size);
   if (size) std::memcpy(out->bytes.data, data, size);
+  LoadExpect want = expect;
+  if (want.from_file && size >= sizeof(SscHeader)) {  // tools: the file names its own rank and direction
+    SscHeader h;
+    std::memcpy(&h, data, sizeof h);
+    want.rank = h.rank;
+    want.direction = h.direction;
+  }
   std::string err = ParseSsc(out->bytes.data, size, &out->view);
-  if (err.empty() && expect.config != nullptr) err = CheckConfig(out->view, *expect.config);
+  if (err.empty() && want.config != nullptr) err = CheckConfig(out->view, *want.config);
   const SscView& v = out->view;
-  if (err.empty() && v.header->direction != expect.direction)
-    err = Format("SSC is a %s schedule, given as the %s one", DirName(v.header->direction), DirName(expect.direction));
-  if (err.empty() && v.header->rank != expect.rank)
-    err = Format("SSC is for rank %u, loaded on rank %u", v.header->rank, expect.rank);
-  if (err.empty() && expect.counter_capacity != 0 && v.num_events > expect.counter_capacity)
-    err = Format("SSC has %u events; the backend reserves %u counters per rank", v.num_events, expect.counter_capacity);
-  if (err.empty()) err = CheckTasks(v, expect.rank, expect.counter_capacity);
-  if (!err.empty()) return Format("rank %u %s SSC: %s", expect.rank, DirName(expect.direction), err.c_str());
+  if (err.empty() && v.header->direction != want.direction)
+    err = Format("SSC is a %s schedule, given as the %s one", DirName(v.header->direction), DirName(want.direction));
+  if (err.empty() && v.header->rank != want.rank)
+    err = Format("SSC is for rank %u, loaded on rank %u", v.header->rank, want.rank);
+  if (err.empty() && want.counter_capacity != 0 && v.num_events > want.counter_capacity)
+    err = Format("SSC has %u events; the backend reserves %u counters per rank", v.num_events, want.counter_capacity);
+  if (err.empty()) err = ValidateAlone(v, want.rank, want.counter_capacity);
+  if (!err.empty()) return Format("rank %u %s SSC: %s", want.rank, DirName(want.direction & 1), err.c_str());
   rt::SscProgram& p = out->program;
   p.tasks = v.tasks;
   p.events = v.events;
@@ -84,19 +56,34 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
   p.num_tasks = v.num_tasks;
   p.num_events = v.num_events;
   p.num_queues = v.num_queues;
-  p.rank = expect.rank;
+  p.rank = want.rank;
   p.invocation = 0;
   out->loaded = true;
   return "";
 }
 
 std::string ValidateGroup(const LoadedSsc* const* ranks, uint32_t num_ranks) {
+  if (num_ranks == 0) return "no SSC files in the group";
+  for (uint32_t r = 0; r < num_ranks; ++r)
+    if (ranks[r] == nullptr || !ranks[r]->loaded) return Format("rank %u: no loaded SSC in the group", r);
+  const SscView& first = ranks[0]->view;
+  if (first.config().ep != num_ranks)
+    return Format("the group has %u files, the config's EP group %u ranks", num_ranks, first.config().ep);
+  for (uint32_t r = 0; r < num_ranks; ++r) {
+    const SscView& v = ranks[r]->view;
+    if (v.header->rank != r) return Format("group position %u holds rank %u's SSC", r, v.header->rank);
+    if (v.header->direction != first.header->direction)
+      return Format("rank %u SSC is a %s schedule, rank 0's a %s one", r, DirName(v.header->direction),
+                    DirName(first.header->direction));
+    const std::string err = CheckConfig(v, first.config());
+    if (!err.empty()) return Format("rank %u SSC: %s (config of rank 0)", r, err.c_str());
+  }
   // Count every trigger of every rank's file against the counter it lands on; each event's threshold must
   // equal its count, else a wait passes early (silently wrong data) or never (a stall).
-  std::vector<std::vector<uint32_t>> counted(num_ranks);
+  std::vector<std::vector<uint32_t>> counted(num_ranks), remote(num_ranks);
   for (uint32_t r = 0; r < num_ranks; ++r) {
-    if (ranks[r] == nullptr || !ranks[r]->loaded) return Format("rank %u: no loaded SSC in the group", r);
     counted[r].assign(ranks[r]->view.num_events, 0);
+    remote[r].assign(ranks[r]->view.num_events, 0);
   }
   for (uint32_t r = 0; r < num_ranks; ++r) {
     const SscView& v = ranks[r]->view;
@@ -106,9 +93,11 @@ std::string ValidateGroup(const LoadedSsc* const* ranks, uint32_t num_ranks) {
         if (e == kNoEvent) continue;
         const uint32_t dst = v.tasks[i].trigger_rank[k];
         if (dst >= num_ranks || e >= counted[dst].size())
-          return Format("rank %u task %u (%s) field trigger_event[%u]: event %u on rank %u does not exist", r, i,
-                        TaskTypeName(v.tasks[i].task_type), k, e, dst);
+          return Format("rank %u %s SSC task %u (%s) field trigger_event[%u]: %u; rank %u has %zu events", r,
+                        DirName(v.header->direction), i, TaskTypeName(v.tasks[i].task_type), k, e, dst,
+                        dst < num_ranks ? counted[dst].size() : size_t(0));
         ++counted[dst][e];
+        if (dst != r) remote[dst][e] = 1;
       }
     }
   }
@@ -118,6 +107,10 @@ std::string ValidateGroup(const LoadedSsc* const* ranks, uint32_t num_ranks) {
       if (v.events[e].threshold != counted[r][e])
         return Format("rank %u %s SSC event %u field threshold: %u, but the group's files trigger it %u times", r,
                       DirName(v.header->direction), e, v.events[e].threshold, counted[r][e]);
+      const uint32_t flagged = v.events[e].flags & kEventRemoteTriggered;
+      if (flagged != remote[r][e])
+        return Format("rank %u %s SSC event %u field flags: %u, but %s", r, DirName(v.header->direction), e,
+                      v.events[e].flags, remote[r][e] ? "another rank triggers it" : "only this rank triggers it");
     }
   }
   return "";

@@ -22,6 +22,7 @@ struct LoadExpect {
   uint32_t rank = 0;
   uint32_t direction = 0;             // Direction
   uint32_t counter_capacity = 0;      // counters the backend reserves per rank and direction; 0 = no limit
+  bool from_file = false;             // tools: take rank and direction from the file's own header
 };
 
 struct LoadedSsc {
@@ -34,8 +35,9 @@ struct LoadedSsc {
 // Copies `data` into an aligned buffer, parses and validates it. Returns "" or one line.
 std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, LoadedSsc* out);
 
-// Checks a whole EP group's files of one direction, loaded with LoadSsc: ranks[r] is rank r's file.
-// Returns "" or one line.
+// Checks a whole EP group's files of one direction, loaded with LoadSsc: ranks[r] is rank r's file, all
+// with one config. Every threshold must equal the triggers counted across the group, and an event's remote
+// flag must say whether another rank triggers it. Returns "" or one line.
 std::string ValidateGroup(const LoadedSsc* const* ranks, uint32_t num_ranks);
 
 }  // namespace ssc

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "validate/region_switch.h"
+
 namespace hpmoe {
 namespace ssc {
 namespace {
@@ -43,7 +45,7 @@ std::string CheckRef(const SscView& v, const SscTensorRef& ref, uint32_t task, c
   if (ref.rank >= v.config().ep) return Format("task %u: %s rank %u outside the EP group", task, what, ref.rank);
   uint64_t rows, cols;
   TensorRowsCols(*t, &rows, &cols);
-  if (uint64_t(ref.row_offset) + ref.rows > rows || uint64_t(ref.col_offset) + ref.cols > cols) {
+  if (HPMOE_REGION_CHECK && (uint64_t(ref.row_offset) + ref.rows > rows || uint64_t(ref.col_offset) + ref.cols > cols)) {
     return Format("task %u: %s region rows [%u,+%u) cols [%u,+%u) exceeds %s [%llu, %llu]", task, what,
                   ref.row_offset, ref.rows, ref.col_offset, ref.cols, SlotName(ref.slot),
                   (unsigned long long)rows, (unsigned long long)cols);

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "../runtime/slot_shapes.h"
+
 namespace hpmoe {
 namespace cpu {
 namespace {
@@ -30,37 +32,12 @@ std::string ComputeHeapLayout(const ssc::SscConfig& c, uint32_t counters_fwd, ui
   if (c.ep == 0 || c.tokens == 0 || c.hidden == 0 || c.inter == 0 || c.experts_per_rank == 0 || c.topk == 0 ||
       c.recv_rows_per_src == 0 || c.dtype > kBF16)
     return "config has a zero size or an unknown dtype";
-  const uint32_t T = c.tokens, h = c.hidden, I = c.inter, E = c.experts_per_rank, k = c.topk, ep = c.ep;
-  const uint32_t C = c.recv_rows_per_src, act = c.dtype;
-  if (uint64_t(ep) * C >= (1ull << 31)) return "receive buffers exceed 2^31 rows";
-  const uint32_t R = ep * C;
+  if (uint64_t(c.ep) * c.recv_rows_per_src >= (1ull << 31)) return "receive buffers exceed 2^31 rows";
   SlotShape* s = layout->slots;
-  SetShape(&s[kSlotX], act, T, h);
-  SetShape(&s[kSlotTopkIds], kINT32, T, k);
-  SetShape(&s[kSlotTopkWeights], kFP32, T, k);
-  SetShape(&s[kSlotW1], act, E, h, 2 * I);
-  SetShape(&s[kSlotW2], act, E, I, h);
-  SetShape(&s[kSlotSendRows], kINT32, ep, C);
-  SetShape(&s[kSlotSendCounts], kINT32, ep, E);
-  SetShape(&s[kSlotRecvCounts], kINT32, ep, E);
-  SetShape(&s[kSlotPeerReady], kINT32, 1, ep);
-  SetShape(&s[kSlotRecvX], act, R, h);
-  SetShape(&s[kSlotH], act, R, 2 * I);
-  SetShape(&s[kSlotA], act, R, I);
-  SetShape(&s[kSlotYExpert], act, R, h);
-  SetShape(&s[kSlotRetY], act, R, h);
-  SetShape(&s[kSlotY], act, T, h);
-  SetShape(&s[kSlotDy], act, T, h);
-  SetShape(&s[kSlotRecvDy], act, R, h);
-  SetShape(&s[kSlotDA], act, R, I);
-  SetShape(&s[kSlotDH], act, R, 2 * I);
-  SetShape(&s[kSlotDxExpert], act, R, h);
-  SetShape(&s[kSlotRetDx], act, R, h);
-  SetShape(&s[kSlotDx], act, T, h);
-  SetShape(&s[kSlotDW1], kFP32, E, h, 2 * I);
-  SetShape(&s[kSlotDW2], kFP32, E, I, h);
-  SetShape(&s[kSlotDTopkWeights], kFP32, T, k);
-  SetShape(&s[kSlotTokenRows], kINT32, T, k);
+  for (uint32_t i = 0; i < kSlotCount; ++i) {  // one shape table for every backend (runtime/slot_shapes.h)
+    const rt::SlotSpec spec = rt::ExpectedSlotSpec(c, i);
+    SetShape(&s[i], spec.dtype, spec.dims[0], spec.dims[1], spec.dims[2]);
+  }
   uint64_t offset = kControlBytes;
   for (uint32_t i = 0; i < kSlotCount; ++i) {
     layout->slot_offset[i] = offset;

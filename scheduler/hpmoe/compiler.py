@@ -16,6 +16,7 @@ from .split import propagate_splits
 from .ssc_format import (DTYPE_BYTES, EVENT_DTYPE, EVENT_REMOTE_TRIGGERED, MAX_INPUTS, MAX_OUTPUTS, MAX_TRIGGERS,
                          MAX_WAITS, NO_EVENT, NO_SLOT, QUEUE_DTYPE, TASK_DTYPE, TENSOR_DTYPE, TENSOR_SYMMETRIC,
                          TILING_DTYPE, Direction, QueueType, TaskType)
+from .task_access import check_tasks
 from .tasks import Ref, Task
 
 DIRECTIONS = {"fwd": Direction.FORWARD, "bwd": Direction.BACKWARD}
@@ -178,6 +179,7 @@ def _mirror_triggers(tasks: list[Task], wanted: frozenset[int]) -> None:
 
 def schedule_rank(group: GroupTasks, rank: int) -> RankSchedule:
     tasks = group.rank_tasks(rank)
+    check_tasks(tasks, group.direction)  # the writer follows the handlers' access table (task_access.py)
     queues, entries = _queue_records(group.cfg, tasks)
     return RankSchedule(group.cfg, rank, group.direction, _tensor_records(group.graph), _task_records(tasks),
                         _event_records(group.events[rank]), queues, entries,

@@ -68,6 +68,7 @@ def lib() -> ctypes.CDLL:
         L.hpmoe_cpu_rank_close.argtypes = [vp]
         L.hpmoe_cpu_rank_close.restype = None
         L.hpmoe_cpu_run.argtypes = [ctypes.POINTER(vp), u32, u32, u32, cp, i32]
+        L.hpmoe_ssc_validate.argtypes = [ctypes.POINTER(cp), pu64, u32, pu32, cp, i32]
         _LIB = L
     return _LIB
 
@@ -163,3 +164,15 @@ def run(ranks: list[RankHandle], direction: str, dynamic: bool = False) -> None:
     err = ctypes.create_string_buffer(ERR_LEN)
     if lib().hpmoe_cpu_run(handles, len(ranks), DIRECTIONS[direction], int(dynamic), err, ERR_LEN):
         raise RuntimeFailure(err.value.decode())
+
+
+def validate_ssc(blobs: list[bytes]) -> tuple[str, bool]:
+    """The C++ load-time validator (op_host/ssc_loader.h) over SSC files of one direction: ("", whole_group)
+    when valid, else (one line, False). Every rank of a group given: the group checks run too."""
+    files = (ctypes.c_char_p * len(blobs))(*blobs)
+    sizes = (ctypes.c_uint64 * len(blobs))(*[len(b) for b in blobs])
+    whole = ctypes.c_uint32(0)
+    err = ctypes.create_string_buffer(ERR_LEN)
+    if lib().hpmoe_ssc_validate(files, sizes, len(blobs), ctypes.byref(whole), err, ERR_LEN):
+        return err.value.decode(errors="replace"), False
+    return "", bool(whole.value)

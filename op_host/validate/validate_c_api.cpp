@@ -1,0 +1,67 @@
+// C ABI of the load-time validator for tools (`hpmoe verify`) and launchers that hold a whole group's files
+// (the CPU twin's Python launcher): scheduler/hpmoe/runtime/native.py binds it with ctypes.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../ssc_loader.h"
+
+namespace {
+
+void SetError(char* err, int errlen, const std::string& msg) {
+  if (err == nullptr || errlen <= 0) return;
+  std::strncpy(err, msg.c_str(), size_t(errlen) - 1);
+  err[errlen - 1] = '\0';
+}
+
+}  // namespace
+
+extern "C" {
+
+// Validates `n` SSC files of one direction as one loader would: each on its own (ssc::LoadSsc, rank and
+// direction from its header), and, when they are every rank of one EP group, together (ssc::ValidateGroup).
+// Returns 0 when valid (*whole_group says which scope ran), 1 with one line in `err` otherwise.
+int hpmoe_ssc_validate(const uint8_t* const* files, const uint64_t* sizes, uint32_t n, uint32_t* whole_group,
+                       char* err, int errlen) {
+  using namespace hpmoe::ssc;
+  *whole_group = 0;
+  if (n == 0) {
+    SetError(err, errlen, "no SSC files given");
+    return 1;
+  }
+  std::vector<std::unique_ptr<LoadedSsc>> loaded(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    loaded[i].reset(new LoadedSsc());
+    LoadExpect expect;
+    expect.from_file = true;
+    const std::string e = LoadSsc(files[i], size_t(sizes[i]), expect, loaded[i].get());
+    if (!e.empty()) {
+      SetError(err, errlen, e);
+      return 1;
+    }
+  }
+  const SscConfig& cfg = loaded[0]->view.config();
+  std::vector<const LoadedSsc*> by_rank(cfg.ep, nullptr);
+  for (uint32_t i = 0; i < n; ++i) {
+    const SscView& v = loaded[i]->view;
+    std::string e = CheckConfig(v, cfg);
+    if (e.empty() && v.header->direction != loaded[0]->view.header->direction) e = "direction differs from the first file's";
+    if (e.empty() && by_rank[v.header->rank] != nullptr) e = "rank given twice";
+    if (!e.empty()) {
+      SetError(err, errlen, "rank " + std::to_string(v.header->rank) + " SSC: " + e + "; a group comes from one compile");
+      return 1;
+    }
+    by_rank[v.header->rank] = loaded[i].get();
+  }
+  if (n != cfg.ep) return 0;
+  const std::string e = ValidateGroup(by_rank.data(), n);
+  if (!e.empty()) {
+    SetError(err, errlen, e);
+    return 1;
+  }
+  *whole_group = 1;
+  return 0;
+}
+
+}  // extern "C"

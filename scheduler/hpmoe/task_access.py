@@ -1,0 +1,86 @@
+"""Python mirror of op_kernel/runtime/task_access.h: the slots each task type's handler may read and write.
+
+The header is the definition (the load-time validator refuses any task that breaks it); the compiler asserts
+every task it writes follows this mirror (`check_tasks`), and tests/test_task_access.py compares the two
+tables entry by entry through the C++ probe, so neither can drift.
+"""
+from __future__ import annotations
+
+from typing import Iterable, NamedTuple
+
+from .errors import ScheduleError
+from .ssc_format import MAX_INPUTS, MAX_OUTPUTS, Direction, Slot, TaskType
+
+ACCESS_FWD, ACCESS_BWD, ACCESS_REMOTE_OUTPUT = 1, 2, 4
+
+ACTIVATION_SLOTS = frozenset({Slot.X, Slot.RECV_X, Slot.H, Slot.A, Slot.Y_EXPERT, Slot.RET_Y, Slot.Y, Slot.DY,
+                              Slot.RECV_DY, Slot.DA, Slot.DH, Slot.DX_EXPERT, Slot.RET_DX, Slot.DX})
+
+
+class Access(NamedTuple):
+    task_type: TaskType
+    flags: int
+    inputs: tuple[frozenset[Slot], ...]   # allowed slots per input position; empty: unused
+    outputs: tuple[frozenset[Slot], ...]
+
+
+def _row(task_type: TaskType, flags: int, inputs: list, outputs: list) -> Access:
+    def sets(items: list, width: int) -> tuple[frozenset[Slot], ...]:
+        out = [frozenset(i) if isinstance(i, frozenset) else frozenset({i}) for i in items]
+        return tuple(out + [frozenset()] * (width - len(out)))
+    return Access(task_type, flags, sets(inputs, MAX_INPUTS), sets(outputs, MAX_OUTPUTS))
+
+
+F, B, R, S, T = ACCESS_FWD, ACCESS_BWD, ACCESS_REMOTE_OUTPUT, Slot, TaskType
+TASK_ACCESS: tuple[Access, ...] = (
+    _row(T.ENTRY_SIGNAL, F | B | R, [], [S.PEER_READY]),
+    _row(T.COUNT_PUT, F | R, [S.SEND_COUNTS, S.PEER_READY], [S.RECV_COUNTS]),
+    _row(T.DISPATCH_PUT, F | R, [S.X, S.SEND_ROWS, S.PEER_READY], [S.RECV_X]),
+    _row(T.GMM, F, [S.RECV_X, S.W1, S.RECV_COUNTS], [S.H]),
+    _row(T.GMM, F, [S.A, S.W2, S.RECV_COUNTS], [S.Y_EXPERT]),
+    _row(T.SWIGLU, F, [S.H, S.RECV_COUNTS], [S.A]),
+    _row(T.COMBINE_PUT, F | R, [S.Y_EXPERT, S.RECV_COUNTS], [S.RET_Y]),
+    _row(T.COMBINE_PUT, B | R, [S.DX_EXPERT, S.RECV_COUNTS], [S.RET_DX]),
+    _row(T.COMBINE_REDUCE, F, [S.RET_Y, S.TOPK_WEIGHTS, S.TOKEN_ROWS], [S.Y]),
+    _row(T.BWD_DISPATCH_PUT, B | R, [S.DY, S.TOPK_WEIGHTS, S.SEND_ROWS, S.PEER_READY], [S.RECV_DY]),
+    _row(T.GMM_TRANS_B, B, [S.RECV_DY, S.W2, S.RECV_COUNTS], [S.DA]),
+    _row(T.GMM_TRANS_B, B, [S.DH, S.W1, S.RECV_COUNTS], [S.DX_EXPERT]),
+    _row(T.GMM_WEIGHT_GRAD, B, [S.A, S.RECV_DY, S.RECV_COUNTS], [S.DW2]),
+    _row(T.GMM_WEIGHT_GRAD, B, [S.RECV_X, S.DH, S.RECV_COUNTS], [S.DW1]),
+    _row(T.SWIGLU_GRAD, B, [S.DA, S.H, S.RECV_COUNTS], [S.DH]),
+    _row(T.BWD_COMBINE_REDUCE, B, [S.RET_DX, S.TOKEN_ROWS], [S.DX]),
+    _row(T.TOPK_WEIGHT_GRAD, B, [S.DY, S.RET_Y, S.TOKEN_ROWS], [S.DTOPK_WEIGHTS]),
+    _row(T.ADD, F | B, [ACTIVATION_SLOTS, ACTIVATION_SLOTS], [ACTIVATION_SLOTS]),
+)
+del F, B, R, S, T
+
+
+def slot_mask(slots: Iterable[Slot]) -> int:
+    return sum(1 << int(s) for s in set(slots))
+
+
+def matches(row: Access, direction: Direction, inputs: list[int], outputs: list[int]) -> bool:
+    """Whether a task with these slots (in position order, unused positions left out) follows `row`."""
+    if not row.flags & (ACCESS_FWD if direction == Direction.FORWARD else ACCESS_BWD):
+        return False
+    padded = list(inputs) + [None] * (MAX_INPUTS - len(inputs)), list(outputs) + [None] * (MAX_OUTPUTS - len(outputs))
+    return all((slot is None and not allowed) or (slot is not None and slot in allowed)
+               for got, want in zip(padded, (row.inputs, row.outputs)) for slot, allowed in zip(got, want))
+
+
+_BY_TYPE: dict[TaskType, list[Access]] = {}
+for _access in TASK_ACCESS:
+    _BY_TYPE.setdefault(_access.task_type, []).append(_access)
+
+
+def check_tasks(tasks, direction: Direction) -> None:
+    """The writer's assertion: every task's slots follow the table (raises ScheduleError naming the first)."""
+    seen: set[tuple] = set()
+    for t in tasks:
+        key = (t.task_type, tuple(r.slot for r in t.inputs), tuple(r.slot for r in t.outputs))
+        if key in seen:
+            continue
+        if not any(matches(row, direction, key[1], key[2]) for row in _BY_TYPE.get(t.task_type, ())):
+            raise ScheduleError(f"{t.describe()} reads {[s.name for s in key[1]]} and writes "
+                                f"{[s.name for s in key[2]]}, which op_kernel/runtime/task_access.h does not allow")
+        seen.add(key)
