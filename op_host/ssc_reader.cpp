@@ -38,15 +38,17 @@ void TensorRowsCols(const SscTensor& t, uint64_t* rows, uint64_t* cols) {
   *cols = t.ndim ? t.dims[t.ndim - 1] : 0;
 }
 
-std::string CheckRef(const SscView& v, const SscTensorRef& ref, uint32_t task, const char* what) {
+std::string CheckRef(const SscView& v, const SscTensorRef& ref, uint32_t task, const char* what, uint32_t k) {
   if (ref.slot == kNoSlot) return "";
   const SscTensor* t = v.tensor(ref.slot);
-  if (t == nullptr) return Format("task %u: %s slot %u is not in the tensor table", task, what, ref.slot);
-  if (ref.rank >= v.config().ep) return Format("task %u: %s rank %u outside the EP group", task, what, ref.rank);
+  if (t == nullptr)
+    return Format("task %u field %s[%u].slot: %u is not in the tensor table", task, what, k, ref.slot);
+  if (ref.rank >= v.config().ep)
+    return Format("task %u field %s[%u].rank: %u outside the EP group", task, what, k, ref.rank);
   uint64_t rows, cols;
   TensorRowsCols(*t, &rows, &cols);
   if (HPMOE_REGION_CHECK && (uint64_t(ref.row_offset) + ref.rows > rows || uint64_t(ref.col_offset) + ref.cols > cols)) {
-    return Format("task %u: %s region rows [%u,+%u) cols [%u,+%u) exceeds %s [%llu, %llu]", task, what,
+    return Format("task %u field %s[%u]: region rows [%u,+%u) cols [%u,+%u) exceeds %s [%llu, %llu]", task, what, k,
                   ref.row_offset, ref.rows, ref.col_offset, ref.cols, SlotName(ref.slot),
                   (unsigned long long)rows, (unsigned long long)cols);
   }
@@ -77,11 +79,11 @@ std::string CheckRecords(const SscView& v) {
     if (t.tiling_data_position >= v.num_tilings)
       return Format("task %u: tiling_data_position %u of %u", i, t.tiling_data_position, v.num_tilings);
     for (uint32_t k = 0; k < kMaxInputs; ++k) {
-      std::string e = CheckRef(v, t.inputs[k], i, "input");
+      std::string e = CheckRef(v, t.inputs[k], i, "inputs", k);
       if (!e.empty()) return e;
     }
     for (uint32_t k = 0; k < kMaxOutputs; ++k) {
-      std::string e = CheckRef(v, t.outputs[k], i, "output");
+      std::string e = CheckRef(v, t.outputs[k], i, "outputs", k);
       if (!e.empty()) return e;
     }
   }

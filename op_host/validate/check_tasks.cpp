@@ -118,8 +118,8 @@ std::string CheckEventsNamed(const SscView& v, uint32_t i, uint32_t rank, uint32
       return Format("task %u (%s) field trigger_rank[%u]: %u outside the EP group of %u", i, type, k, t.trigger_rank[k],
                     v.config().ep);
     if (counter_capacity != 0 && e >= counter_capacity)
-      return Format("task %u (%s) field trigger_event[%u]: %u; the backend reserves %u counters per rank", i, type, k,
-                    e, counter_capacity);
+      return Format("task %u (%s) field trigger_event[%u]: triggers event %u; the backend reserves %u counters per rank",
+                    i, type, k, e, counter_capacity);
     if (t.trigger_rank[k] == rank && e >= v.num_events)
       return Format("task %u (%s) field trigger_event[%u]: local event %u, this file has %u events", i, type, k, e,
                     v.num_events);

@@ -46,10 +46,15 @@ int hpmoe_ssc_validate(const uint8_t* const* files, const uint64_t* sizes, uint3
   for (uint32_t i = 0; i < n; ++i) {
     const SscView& v = loaded[i]->view;
     std::string e = CheckConfig(v, cfg);
-    if (e.empty() && v.header->direction != loaded[0]->view.header->direction) e = "direction differs from the first file's";
-    if (e.empty() && by_rank[v.header->rank] != nullptr) e = "rank given twice";
+    if (e.empty() && v.header->direction != loaded[0]->view.header->direction) e = "the direction differs";
+    const std::string rank = "rank " + std::to_string(v.header->rank) + " SSC: ";
     if (!e.empty()) {
-      SetError(err, errlen, "rank " + std::to_string(v.header->rank) + " SSC: " + e + "; a group comes from one compile");
+      SetError(err, errlen, rank + "config or direction differs from the first file's (" + e +
+                                "); a group must come from one compile");
+      return 1;
+    }
+    if (by_rank[v.header->rank] != nullptr) {
+      SetError(err, errlen, rank + "given twice");
       return 1;
     }
     by_rank[v.header->rank] = loaded[i].get();

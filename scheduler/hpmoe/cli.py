@@ -13,7 +13,8 @@ from .compiler import compile_schedules
 from .config import PRESETS, MoeConfig, make_config
 from .errors import HpmoeError, ScheduleError
 from .inspect_ssc import summary, summary_line, to_json
-from .validate import check, validate
+from .validate import check
+from .verify_cmd import verify_files
 
 # Config fields settable from the command line: (flag, field, type, help).
 CONFIG_FLAGS = [
@@ -88,23 +89,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    schedules = [ssc_io.read(f) for f in args.files]
-    by_direction: dict[str, list] = {}
-    for s in schedules:
-        by_direction.setdefault(s.direction_name, []).append(s)
-    failed = False
-    for d, group in sorted(by_direction.items()):
-        errors = validate(group, max_errors=args.max_errors)
-        cfg = group[0].cfg
-        scope = "whole group" if sorted(s.rank for s in group) == list(range(cfg.ep)) else "rank-local checks"
-        for e in errors:
-            print(f"{d}: {e}", file=sys.stderr)
-        status = "FAILED" if errors else "ok"
-        print(f"{d}: {len(group)} file(s), ranks {sorted(s.rank for s in group)} of {cfg.ep}, {scope}: {status}")
-        failed |= bool(errors)
-    if failed:
-        raise ScheduleError("verification failed (violations listed above)")
-    return 0
+    return verify_files(args.files, args.max_errors)  # C++ load-time validator, then the schedule checks
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -130,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="validate SSC files (a whole group when every rank is given)",
                        description="Validate SSC files: structure, thresholds, coverage, writes, deadlock freedom.")
     p.add_argument("files", nargs="+")
-    p.add_argument("--max-errors", type=int, default=20)
+    p.add_argument("--max-errors", type=int, default=20, help="violations to list per direction (at least 1)")
     p.set_defaults(func=cmd_verify)
 
     for register in _extra_commands():

@@ -9,8 +9,9 @@ import numpy as np
 from .compiler import RankSchedule
 from .config import config_from_ssc_fields
 from .errors import ConfigError, SscFormatError
-from .ssc_format import (CONFIG_FIELDS, HEADER_DTYPE, MAGIC, SECTION_COUNT, SECTION_DTYPES, VERSION_MAJOR,
-                         VERSION_MINOR, Direction, Section)
+from .ssc_format import (CONFIG_FIELDS, HEADER_DTYPE, MAGIC, MAX_TENSOR_DIMS, NO_SLOT, SECTION_COUNT,
+                         SECTION_DTYPES, VERSION_MAJOR, VERSION_MINOR, Direction, DType, QueueType, Section, Slot,
+                         TaskType)
 
 ALIGN = 16
 CHECKSUM_OFFSET = HEADER_DTYPE.fields["checksum"][1]
@@ -92,9 +93,38 @@ def from_bytes(data: bytes, source: str = "<bytes>") -> RankSchedule:
         if off < HEADER_DTYPE.itemsize or off + count * rec > len(data):
             raise SscFormatError(f"{source}: section {sid.name} [{off}, +{count * rec}) lies outside the file")
         arrays[sid] = np.frombuffer(data, dtype, count=count, offset=off).copy()
+    _check_enums(arrays, source)
     return RankSchedule(cfg, int(h["rank"]), Direction(int(h["direction"])), arrays[Section.TENSORS],
                         arrays[Section.TASKS], arrays[Section.EVENTS], arrays[Section.QUEUES],
                         arrays[Section.QUEUE_ENTRIES], arrays[Section.TILINGS])
+
+
+def _check_enums(arrays: dict[Section, np.ndarray], source: str) -> None:
+    """Enum and count fields every reader of the records relies on (names, dims, queue slices): a value out of
+    range is one SscFormatError naming record, field and value. The C++ loader checks everything else."""
+    def first_bad(mask: np.ndarray, record: str, field: str, values: np.ndarray) -> None:
+        bad = np.nonzero(mask)[0]
+        if len(bad):
+            i = int(bad[0])
+            raise SscFormatError(f"{source}: {record} {i} field {field}: {int(np.ravel(values[i])[0])} out of range")
+
+    t = arrays[Section.TENSORS]
+    first_bad(t["slot"] >= len(Slot), "tensor", "slot", t["slot"])
+    first_bad((t["ndim"] == 0) | (t["ndim"] > MAX_TENSOR_DIMS), "tensor", "ndim", t["ndim"])
+    first_bad(t["dtype"] >= len(DType), "tensor", "dtype", t["dtype"])
+    tasks = arrays[Section.TASKS]
+    first_bad(tasks["task_type"] >= len(TaskType), "task", "task_type", tasks["task_type"])
+    first_bad(tasks["queue_type"] >= len(QueueType), "task", "queue_type", tasks["queue_type"])
+    for field in ("inputs", "outputs"):
+        slots = tasks[field]["slot"]
+        bad = (slots != NO_SLOT) & (slots >= len(Slot))
+        first_bad(bad.any(axis=1), "task", f"{field}.slot", np.where(bad, slots, 0).max(axis=1, initial=0))
+    q = arrays[Section.QUEUES]
+    first_bad(q["queue_type"] >= len(QueueType), "queue", "queue_type", q["queue_type"])
+    end = q["first_entry"].astype(np.int64) + q["count"]
+    first_bad(end > len(arrays[Section.QUEUE_ENTRIES]), "queue", "count", q["count"])
+    first_bad(arrays[Section.TILINGS]["task_type"] >= len(TaskType), "tiling", "task_type",
+              arrays[Section.TILINGS]["task_type"])
 
 
 def read(path: str | Path) -> RankSchedule:

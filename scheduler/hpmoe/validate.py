@@ -2,7 +2,8 @@
 
 It reads only what an SSC holds (RankSchedule record arrays), so it checks exactly what the runtime will run:
 1. structure: indices in range, every task in exactly one queue of its type, regions inside their tensors;
-2. thresholds: each event's threshold equals the triggers that target it (group), or bounds them (one rank);
+2. thresholds: never 0 or 0xFFFFFFFF; each equals the triggers that target it (group), or, on some ranks' files,
+   the given triggers exactly (locally triggered events) or plus at most the puts other ranks can send;
 3. coverage: every region a task reads from a slot its direction writes is covered by producers that trigger
    one of its waited events, and every task writing into that region is one of them (no read before write);
 4. writes: no two tasks write overlapping regions unless a dependency path orders them;
@@ -21,7 +22,7 @@ import numpy as np
 
 from .compiler import RankSchedule
 from .errors import ScheduleError
-from .ssc_format import NO_EVENT, NO_SLOT, REF_REMOTE, QueueType, Slot, TaskType
+from .ssc_format import EVENT_REMOTE_TRIGGERED, NO_EVENT, NO_SLOT, REF_REMOTE, QueueType, Slot, TaskType
 
 CTQ_TYPES = {TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.GMM_WEIGHT_GRAD}
 
@@ -208,12 +209,20 @@ def validate(schedules: list[RankSchedule], *, group: bool | None = None, max_er
     for t in g.tasks:
         for key in t.triggers:
             triggers[key].append(t.gid)
+    # A remote-triggered event gets at most one put per tile_m-row chunk of a C-row slot from each other rank.
+    remote_bound = (cfg.ep - 1) * (cfg.recv_rows_per_src // cfg.tile_m)
     for rank, s in g.schedules.items():
-        for e, threshold in enumerate(s.events["threshold"].tolist()):
+        for e, (threshold, flags) in enumerate(zip(s.events["threshold"].tolist(), s.events["flags"].tolist())):
             n = len(triggers.get((rank, e), ()))
-            if (is_group and n != threshold) or (not is_group and n > threshold):
-                errors.append(f"rank {rank} event {e}: threshold {threshold} but {n} trigger(s)"
-                              f"{'' if is_group else ' from this rank'}")
+            if threshold in (0, NO_EVENT):
+                errors.append(f"rank {rank} event {e}: threshold {threshold} (a wait would pass at once or never)")
+            elif is_group and n != threshold:
+                errors.append(f"rank {rank} event {e}: threshold {threshold} but {n} trigger(s)")
+            elif not is_group and not (flags & EVENT_REMOTE_TRIGGERED) and n != threshold:
+                errors.append(f"rank {rank} event {e}: threshold {threshold} but {n} trigger(s), none remote")
+            elif not is_group and not n <= threshold <= n + remote_bound:
+                errors.append(f"rank {rank} event {e}: threshold {threshold}, {n} trigger(s) from the given files "
+                              f"plus at most {remote_bound} from other ranks")
     if is_group:
         for (rank, e), producers in triggers.items():
             if rank in g.schedules and e >= len(g.schedules[rank].events):

@@ -72,6 +72,11 @@ class CpuTwin:
         for s in schedules:
             self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
             counters[s.direction_name] = max(counters[s.direction_name], len(s.events))
+        for blobs in self.ssc.values():
+            if all(blobs):  # the launcher holds the whole group: every threshold against every trigger
+                error, _ = native.validate_ssc(blobs)
+                if error:
+                    raise native.RuntimeFailure(error)
         self.layout = native.HeapLayout(cfg, counters["fwd"], counters["bwd"])
         self.shm_name = f"hpmoe-{os.getpid()}-{uuid.uuid4().hex[:8]}" if shared_memory else None
         self.heap = native.GroupHeap(self.layout, self.shm_name)
