@@ -7,6 +7,7 @@
 #include <iterator>
 #include <vector>
 
+#include "split_files.h"
 #include "ssc_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
@@ -14,10 +15,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 namespace {
 
 void Run(std::vector<uint8_t> bytes, bool fix_checksum) {
-  if (fix_checksum && bytes.size() >= sizeof(hpmoe::ssc::SscHeader)) {
+  // A seed may be several files back to back (the executing target's groups): re-stamp each one.
+  for (const hpmoe::fuzz::FileSpan& f : hpmoe::fuzz::SplitFiles(bytes.data(), bytes.size())) {
+    if (!fix_checksum || f.size < sizeof(hpmoe::ssc::SscHeader)) continue;
+    uint8_t* file = bytes.data() + (f.data - bytes.data());
     const size_t off = offsetof(hpmoe::ssc::SscHeader, checksum);
-    const uint32_t crc = hpmoe::ssc::Crc32(bytes.data(), bytes.size(), off);
-    for (int i = 0; i < 4; ++i) bytes[off + i] = uint8_t(crc >> (8 * i));
+    const uint32_t crc = hpmoe::ssc::Crc32(file, f.size, off);
+    for (int i = 0; i < 4; ++i) file[off + i] = uint8_t(crc >> (8 * i));
   }
   LLVMFuzzerTestOneInput(bytes.data(), bytes.size());
 }
