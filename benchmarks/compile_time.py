@@ -4,7 +4,10 @@ Measures, side by side in one run, the median and the minimum of --repeat runs o
 - one rank, forward + backward (target <= 100 ms for deepseek-v3 EP16), without and with the rank-local
   validator (which `hpmoe compile --rank R` runs);
 - all ranks, forward + backward (target <= 1 s for 16 ranks), without and with the whole-group validator;
-- serialising every SSC to bytes.
+- serialising every SSC to bytes;
+- the C++ load-time validator every backend's loader runs (op_host/ssc_loader.h, through the C ABI of
+  build/op_host/cpu/libhpmoe_cpu.so) on one rank's two files and on the whole group's files, with its cost as a
+  share of the compile it checks (target < 10%).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import time
 from hpmoe import ssc_io
 from hpmoe.compiler import compile_schedules
 from hpmoe.config import make_config
+from hpmoe.runtime import native
 from hpmoe.validate import check
 
 
@@ -57,6 +61,16 @@ def main() -> None:
     def serialise():
         return [ssc_io.to_bytes(s) for s in schedules]
 
+    blobs = {d: [ssc_io.to_bytes(s) for s in schedules if s.direction_name == d] for d in ("fwd", "bwd")}
+
+    def load_validate_one_rank():
+        for d in ("fwd", "bwd"):
+            assert native.validate_ssc(blobs[d][:1]) == ("", cfg.ep == 1)
+
+    def load_validate_group():
+        for d in ("fwd", "bwd"):
+            assert native.validate_ssc(blobs[d]) == ("", True)
+
     tasks = sum(len(s.tasks) for s in schedules)
     print(f"{args.preset} EP{cfg.ep}: {tasks} tasks in {len(schedules)} SSCs (fwd+bwd), {args.repeat} runs: "
           f"median / min")
@@ -65,10 +79,17 @@ def main() -> None:
             (f"all {cfg.ep} ranks, fwd+bwd, compile", timed(all_ranks, args.repeat), 1.0),
             (f"all {cfg.ep} ranks, fwd+bwd, whole-group validation", timed(group_verify, max(1, args.repeat // 2)), None),
             (f"all {cfg.ep} ranks, serialise to SSC bytes", timed(serialise, args.repeat), None)]
+    one_cpp, group_cpp = timed(load_validate_one_rank, args.repeat), timed(load_validate_group, args.repeat)
+    rows += [("C++ load-time validator, one rank's fwd+bwd files", one_cpp, None),
+             (f"C++ load-time validator, all {cfg.ep} ranks' files + group", group_cpp, None)]
     for name, (median, best), target in rows:
         verdict = "" if target is None else \
             f"  (target {target * 1000:.0f} ms: {'met' if median <= target else 'MISSED'} by the median)"
         print(f"  {name:<58} {median * 1000:8.1f} / {best * 1000:8.1f} ms{verdict}")
+    for name, (cpp, _), (comp, _) in (("one rank", one_cpp, rows[0][1]), (f"all {cfg.ep} ranks", group_cpp, rows[2][1])):
+        share = cpp / comp
+        print(f"  C++ validator / compile, {name}: {share * 100:.1f}% of the median compile "
+              f"(target < 10%: {'met' if share < 0.10 else 'MISSED'})")
 
 
 if __name__ == "__main__":
