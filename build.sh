@@ -71,16 +71,19 @@ run_tests() {
     LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/runtime/test_runtime_twin_numerics.py \
     tests/runtime/test_runtime_robustness.py tests/runtime/test_runtime_processes.py
-  log "libFuzzer run over the SSC loader (build/_libfuzzer, ${FUZZ_SECONDS:-20} s)"
+  log "libFuzzer: the SSC loader, then loader + validator + execution (build/_libfuzzer, ${FUZZ_SECONDS:-20} s each)"
   cmake -S . -B "$BUILD/_libfuzzer" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DHPMOE_FUZZ=ON >/dev/null
-  cmake --build "$BUILD/_libfuzzer" -j "$JOBS" --target ssc_loader_fuzz >/dev/null
+  cmake --build "$BUILD/_libfuzzer" -j "$JOBS" --target ssc_loader_fuzz ssc_exec_fuzz >/dev/null
   local corpus
-  corpus=$(mktemp -d)
-  cp tests/golden/*.ssc "$corpus"/
-  "$BUILD/_libfuzzer/fuzz/ssc_loader_fuzz" -max_total_time="${FUZZ_SECONDS:-20}" -print_final_stats=1 -artifact_prefix="$BUILD/_libfuzzer/" \
-    "$corpus" 2>&1 | grep -E "^(stat::number_of_executed_units|stat::new_units_added|==.*ERROR|SUMMARY)"
-  rm -rf "$corpus"
+  for target in ssc_loader_fuzz ssc_exec_fuzz; do
+    corpus=$(mktemp -d)
+    if [ $target = ssc_loader_fuzz ]; then cp tests/golden/*.ssc "$corpus"/; else cp fuzz/corpus/exec/* "$corpus"/; fi
+    "$BUILD/_libfuzzer/fuzz/$target" -max_total_time="${FUZZ_SECONDS:-20}" -print_final_stats=1 \
+      -artifact_prefix="$BUILD/_libfuzzer/$target-" "$corpus" 2>&1 | \
+      grep -E "^(stat::number_of_executed_units|stat::new_units_added|==.*ERROR|SUMMARY)|cov: .*(DONE|INITED)"
+    rm -rf "$corpus"
+  done
   log "Python tests (pytest)"
   HPMOE_BUILD_DIR=$BUILD "$VENV/bin/python" -m pytest -q "$@"
 }

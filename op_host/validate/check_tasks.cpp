@@ -131,6 +131,9 @@ std::string CheckEventsNamed(const SscView& v, uint32_t i, uint32_t rank, uint32
 
 std::string CheckTaskRecords(const SscView& v, uint32_t rank, uint32_t counter_capacity) {
   const SscConfig& c = v.config();
+  for (uint32_t i = 0; i < v.num_tilings; ++i)
+    if (v.tilings[i].task_type >= kTaskTypeCount)
+      return Format("tiling %u field task_type: %u (unknown)", i, v.tilings[i].task_type);
   for (uint32_t i = 0; i < v.num_tasks; ++i) {
     const SscTask& t = v.tasks[i];
     const char* type = TaskTypeName(t.task_type);

@@ -28,7 +28,7 @@ std::string CheckConfigRecord(const SscConfig& c);
 // implies (op_kernel/runtime/slot_shapes.h), role and flags known (check_tensors.cpp).
 std::string CheckTensorTable(const SscView& v);
 
-// Per task: enums and dims in range; every input/output slot allowed by the task type's access table
+// Tilings: task types known. Per task: enums and dims in range; every input/output slot allowed by the task type's access table
 // (op_kernel/runtime/task_access.h); every region inside its tensor; ranks in the group, only puts write
 // another rank, nobody reads one; the remote flag agrees with the rank; waits and local triggers name events
 // of this file, remote triggers an event below `counter_capacity` (0: unknown) (check_tasks.cpp).
