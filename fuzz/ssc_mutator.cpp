@@ -1,7 +1,8 @@
-// Structure-aware mutations for the libFuzzer targets: most SSC bytes sit behind a CRC, so a byte-level
-// mutation almost never reaches the record checks. Half the time this rewrites one field of one record
-// (task, event, queue, queue entry or tensor) with a boundary value, a nearby value or the same field of
-// another record; otherwise it lets libFuzzer mutate the bytes. Either way each file's CRC is re-stamped.
+// Structure-aware mutations for the executing libFuzzer target: most SSC bytes sit behind a CRC, so a
+// byte-level mutation almost never reaches the record checks. Half the time this rewrites one field of one
+// record (task, event, queue, queue entry or tensor) with a boundary value, a nearby value or the same field
+// of another record, or a task region's slot with another slot id; otherwise it lets libFuzzer mutate the
+// bytes. Either way each file's CRC is re-stamped.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -56,6 +57,15 @@ bool MutateField(uint8_t* data, size_t size, std::mt19937& rng) {
   const uint32_t rec = rng() % sec.count, other = rng() % sec.count, word = rng() % words;
   uint8_t* at = base + uint64_t(rec) * sec.record_bytes + word * 4;
   const uint8_t* from = base + uint64_t(other) * sec.record_bytes + word * 4;
+  if (&sec == &h.sections[hpmoe::ssc::kSecTasks] && rng() % 3 == 0) {
+    // The fields a wrong value hurts most: which tensor slot a region names (any slot id, or unused).
+    const uint32_t ref = rng() % (hpmoe::ssc::kMaxInputs + hpmoe::ssc::kMaxOutputs);
+    uint8_t* slot = base + uint64_t(rec) * sec.record_bytes + offsetof(hpmoe::ssc::SscTask, inputs) +
+                    ref * sizeof(hpmoe::ssc::SscTensorRef);
+    const uint16_t value = rng() % 8 == 0 ? uint16_t(hpmoe::ssc::kNoSlot) : uint16_t(rng() % hpmoe::ssc::kSlotCount);
+    std::memcpy(slot, &value, 2);
+    return true;
+  }
   uint32_t old, same;
   std::memcpy(&old, at, 4);
   std::memcpy(&same, from, 4);
