@@ -1,5 +1,6 @@
 // C ABI of the load-time validator for tools (`hpmoe verify`) and launchers that hold a whole group's files
 // (the CPU twin's Python launcher): scheduler/hpmoe/runtime/native.py binds it with ctypes.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -42,7 +43,11 @@ int hpmoe_ssc_validate(const uint8_t* const* files, const uint64_t* sizes, uint3
     }
   }
   const SscConfig& cfg = loaded[0]->view.config();
-  std::vector<const LoadedSsc*> by_rank(cfg.ep, nullptr);
+  // Sized by the files given, never by the file's ep (a hostile header could claim 2^30 ranks).
+  std::vector<const LoadedSsc*> by_rank(n, nullptr);
+  std::vector<uint32_t> ranks;
+  for (uint32_t i = 0; i < n; ++i) ranks.push_back(loaded[i]->view.header->rank);
+  std::sort(ranks.begin(), ranks.end());
   for (uint32_t i = 0; i < n; ++i) {
     const SscView& v = loaded[i]->view;
     std::string e = CheckConfig(v, cfg);
@@ -53,11 +58,11 @@ int hpmoe_ssc_validate(const uint8_t* const* files, const uint64_t* sizes, uint3
                                 "); a group must come from one compile");
       return 1;
     }
-    if (by_rank[v.header->rank] != nullptr) {
+    if (std::count(ranks.begin(), ranks.end(), v.header->rank) > 1) {
       SetError(err, errlen, rank + "given twice");
       return 1;
     }
-    by_rank[v.header->rank] = loaded[i].get();
+    if (n == cfg.ep) by_rank[v.header->rank] = loaded[i].get();  // ranks distinct and < ep: a permutation
   }
   if (n != cfg.ep) return 0;
   const std::string e = ValidateGroup(by_rank.data(), n);
