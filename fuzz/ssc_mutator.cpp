@@ -5,6 +5,7 @@
 // bytes. Either way each file's CRC is re-stamped.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -57,7 +58,10 @@ bool MutateField(uint8_t* data, size_t size, std::mt19937& rng) {
   const uint32_t rec = rng() % sec.count, other = rng() % sec.count, word = rng() % words;
   uint8_t* at = base + uint64_t(rec) * sec.record_bytes + word * 4;
   const uint8_t* from = base + uint64_t(other) * sec.record_bytes + word * 4;
-  if (&sec == &h.sections[hpmoe::ssc::kSecTasks] && rng() % 3 == 0) {
+  static const bool slots_only = std::getenv("HPMOE_FUZZ_SLOTS_ONLY") != nullptr;  // focus (docs/reliability.md)
+  const bool tasks = &sec == &h.sections[hpmoe::ssc::kSecTasks];
+  if (slots_only && !tasks) return false;
+  if (tasks && (slots_only || rng() % 3 == 0)) {
     // The fields a wrong value hurts most: which tensor slot a region names (any slot id, or unused).
     const uint32_t ref = rng() % (hpmoe::ssc::kMaxInputs + hpmoe::ssc::kMaxOutputs);
     uint8_t* slot = base + uint64_t(rec) * sec.record_bytes + offsetof(hpmoe::ssc::SscTask, inputs) +
@@ -84,7 +88,13 @@ bool MutateField(uint8_t* data, size_t size, std::mt19937& rng) {
 
 extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
   std::mt19937 rng(seed);
-  if (size == 0 || rng() % 2 == 0 || !MutateField(data, size, rng)) size = LLVMFuzzerMutate(data, size, max_size);
+  static const bool slots_only = std::getenv("HPMOE_FUZZ_SLOTS_ONLY") != nullptr;
+  if (slots_only) {  // only region slots of task records: retry until a task record was picked
+    for (int tries = 0; tries < 64 && size != 0; ++tries)
+      if (MutateField(data, size, rng)) break;
+  } else if (size == 0 || rng() % 2 == 0 || !MutateField(data, size, rng)) {
+    size = LLVMFuzzerMutate(data, size, max_size);
+  }
   Restamp(data, size);
   return size;
 }
