@@ -81,7 +81,7 @@ run_tests() {
     if [ $target = ssc_loader_fuzz ]; then cp tests/golden/*.ssc "$corpus"/; else cp fuzz/corpus/exec/* "$corpus"/; fi
     "$BUILD/_libfuzzer/fuzz/$target" -max_total_time="${FUZZ_SECONDS:-20}" -print_final_stats=1 \
       -artifact_prefix="$BUILD/_libfuzzer/$target-" "$corpus" 2>&1 | \
-      grep -E "^(stat::number_of_executed_units|stat::new_units_added|==.*ERROR|SUMMARY)|cov: .*(DONE|INITED)"
+      grep -E "^(stat::number_of_executed_units|stat::new_units_added|==.*ERROR|SUMMARY)|(INITED|DONE) +cov:"
     rm -rf "$corpus"
   done
   log "Python tests (pytest)"
