@@ -1,5 +1,7 @@
 #include "c_api.h"
 
+#include <cuda_runtime.h>
+
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -18,6 +20,11 @@ int Fail(const std::string& msg, char* err, int errlen) {
 }  // namespace
 
 extern "C" {
+
+int hpmoe_cuda_device_count(void) {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
 
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
                               const int32_t* devices, char* err, int errlen) {

@@ -14,6 +14,9 @@ typedef struct {
   uint32_t trace;        // 1: record per-task start/end (global timer, ns)
 } HpmoeCudaOptions;
 
+// GPUs the CUDA runtime sees (0 when there is no driver or no GPU).
+int hpmoe_cuda_device_count(void);
+
 // config16: the 16 uint32 of ssc::SscConfig; devices: the GPU of each rank (ep entries).
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
                               const int32_t* devices, char* err, int errlen);

@@ -1,0 +1,124 @@
+"""One EP group on this host's GPUs (rank r on GPU devices[r]), driven from this process: compiled SSCs
+loaded through the shared validating loader, inputs in, one persistent-kernel launch per direction, outputs
+out. Slots have the CPU twin's layout, so inputs and outputs are the same numpy arrays as CpuTwin's."""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .. import ssc_io
+from ..compiler import RankSchedule, compile_schedules
+from ..config import MoeConfig
+from ..graphs import tensor_specs
+from ..runtime.dtypes import to_float64, to_storage
+from ..runtime.native import NP_DTYPES, config_words
+from ..runtime.routing import check_routing, plan_rank
+from ..runtime.twin import OUTPUTS, MoeInputs
+from ..ssc_format import Slot
+from .native import ERR_LEN, CudaFailure, CudaOptions, lib
+
+DIRECTIONS = {"fwd": 0, "bwd": 1}
+FAULTS = {"none": 0, "drop-put": 1}
+
+
+class CudaGroup:
+    def __init__(self, cfg: MoeConfig, devices: list[int] | None = None,
+                 schedules: list[RankSchedule] | None = None):
+        self.cfg = cfg
+        self.devices = list(devices) if devices is not None else list(range(cfg.ep))
+        schedules = schedules if schedules is not None else compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
+        self.schedules = schedules
+        self.ssc: dict[str, list[bytes]] = {"fwd": [b""] * cfg.ep, "bwd": [b""] * cfg.ep}
+        counters = {"fwd": 0, "bwd": 0}
+        for s in schedules:
+            self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
+            counters[s.direction_name] = max(counters[s.direction_name], len(s.events))
+        self.specs = tensor_specs(cfg)
+        err = ctypes.create_string_buffer(ERR_LEN)
+        devs = (ctypes.c_int32 * cfg.ep)(*self.devices)
+        self.handle = lib().hpmoe_cuda_group_create(config_words(cfg), counters["fwd"], counters["bwd"], devs, err,
+                                                    ERR_LEN)
+        if not self.handle:
+            raise CudaFailure(err.value.decode())
+        for d, files in self.ssc.items():
+            for r, data in enumerate(files):
+                if data:
+                    self._check(lib().hpmoe_cuda_load(self.handle, r, DIRECTIONS[d], data, len(data), err, ERR_LEN),
+                                err)
+        self.last_ms: list[float] = [0.0] * cfg.ep
+
+    @staticmethod
+    def _check(rc: int, err) -> None:
+        if rc:
+            raise CudaFailure(err.value.decode())
+
+    # ---- data ----------------------------------------------------------------------------------
+    def write(self, rank: int, slot: Slot, value: np.ndarray) -> None:
+        spec = self.specs[slot]
+        arr = np.ascontiguousarray(np.asarray(value).reshape(spec.shape), NP_DTYPES[spec.dtype])
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_write(self.handle, rank, int(slot), arr.ctypes.data, arr.nbytes, err, ERR_LEN), err)
+
+    def read(self, rank: int, slot: Slot) -> np.ndarray:
+        spec = self.specs[slot]
+        arr = np.empty(spec.shape, NP_DTYPES[spec.dtype])
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_read(self.handle, rank, int(slot), arr.ctypes.data, arr.nbytes, err, ERR_LEN), err)
+        return arr
+
+    def load_inputs(self, inputs: MoeInputs) -> None:
+        """Routing plan (bucket check first: nothing moves if the routing does not fit), then every input."""
+        cfg = self.cfg
+        check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
+        for r in range(cfg.ep):
+            plan = plan_rank(cfg, inputs.topk_ids[r])
+            for slot, value in {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.W1: to_storage(inputs.w1[r], cfg.dtype),
+                                Slot.W2: to_storage(inputs.w2[r], cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
+                                Slot.TOPK_IDS: inputs.topk_ids[r], Slot.TOPK_WEIGHTS: inputs.topk_weights[r],
+                                Slot.SEND_ROWS: plan.send_rows, Slot.SEND_COUNTS: plan.send_counts,
+                                Slot.TOKEN_ROWS: plan.token_rows}.items():
+                self.write(r, slot, value)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        out = {}
+        for name, slot in OUTPUTS.items():
+            dtype = self.cfg.dtype if slot in (Slot.Y, Slot.DX) else "fp32"
+            out[name] = np.stack([to_float64(self.read(r, slot), dtype) for r in range(self.cfg.ep)])
+        return out
+
+    def raw_outputs(self) -> dict[str, np.ndarray]:
+        return {name: np.stack([self.read(r, slot) for r in range(self.cfg.ep)]) for name, slot in OUTPUTS.items()}
+
+    # ---- launches --------------------------------------------------------------------------------
+    def run(self, direction: str, timeout_s: float = 30.0, fault: tuple[int, str, int] | None = None,
+            trace: bool = False) -> list[float]:
+        """One launch of `direction` on every rank; returns each rank's kernel time in ms."""
+        opts = CudaOptions(timeout_ms=int(timeout_s * 1000), trace=int(trace))
+        if fault is not None:
+            opts.fault_rank, opts.fault_mode, opts.fault_after = fault[0], FAULTS[fault[1]], fault[2]
+        ms = (ctypes.c_float * self.cfg.ep)()
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_run(self.handle, DIRECTIONS[direction], ctypes.byref(opts), ms, err, ERR_LEN), err)
+        self.last_ms = list(ms)
+        return self.last_ms
+
+    def trace(self, rank: int, direction: str) -> np.ndarray:
+        """[num_tasks, 2] global-timer start/end (ns) of the last traced launch."""
+        n = lib().hpmoe_cuda_num_tasks(self.handle, rank, DIRECTIONS[direction])
+        out = np.zeros((n, 2), np.uint64)
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_trace(self.handle, rank, DIRECTIONS[direction],
+                                           out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), err, ERR_LEN), err)
+        return out
+
+    def close(self) -> None:
+        if self.handle:
+            lib().hpmoe_cuda_group_destroy(self.handle)
+            self.handle = None
+
+    def __enter__(self) -> "CudaGroup":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
