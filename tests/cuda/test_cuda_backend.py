@@ -39,14 +39,14 @@ def devices(ep: int) -> list[int]:
     return [r % max(GPUS, 1) for r in range(ep)]
 
 
-def run_group(cfg, inputs, iterations: int = 1, **kw):
+def run_group(cfg, inputs, iterations: int = 1, timeout_s: float = 10.0):
     from hpmoe.cuda.group import CudaGroup
     with CudaGroup(cfg, devices(cfg.ep)) as g:
         g.load_inputs(inputs)
         raws = []
         for _ in range(iterations):
-            g.run("fwd", **kw)
-            g.run("bwd", **kw)
+            g.run("fwd", timeout_s=timeout_s)
+            g.run("bwd", timeout_s=timeout_s)
             raws.append(g.raw_outputs())
         return g.outputs(), raws
 

@@ -72,13 +72,17 @@ class CudaGroup:
         cfg = self.cfg
         check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
         for r in range(cfg.ep):
-            plan = plan_rank(cfg, inputs.topk_ids[r])
-            for slot, value in {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.W1: to_storage(inputs.w1[r], cfg.dtype),
-                                Slot.W2: to_storage(inputs.w2[r], cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
-                                Slot.TOPK_IDS: inputs.topk_ids[r], Slot.TOPK_WEIGHTS: inputs.topk_weights[r],
-                                Slot.SEND_ROWS: plan.send_rows, Slot.SEND_COUNTS: plan.send_counts,
-                                Slot.TOKEN_ROWS: plan.token_rows}.items():
-                self.write(r, slot, value)
+            self.load_rank(r, to_storage(inputs.x[r], cfg.dtype), to_storage(inputs.w1[r], cfg.dtype),
+                           to_storage(inputs.w2[r], cfg.dtype), to_storage(inputs.dy[r], cfg.dtype),
+                           inputs.topk_ids[r], inputs.topk_weights[r])
+
+    def load_rank(self, rank: int, x, w1, w2, dy, topk_ids, topk_weights) -> None:
+        """One rank's inputs already in storage form (bf16/fp16 bits); call check_routing on the group first."""
+        plan = plan_rank(self.cfg, topk_ids)
+        for slot, value in {Slot.X: x, Slot.W1: w1, Slot.W2: w2, Slot.DY: dy, Slot.TOPK_IDS: topk_ids,
+                            Slot.TOPK_WEIGHTS: topk_weights, Slot.SEND_ROWS: plan.send_rows,
+                            Slot.SEND_COUNTS: plan.send_counts, Slot.TOKEN_ROWS: plan.token_rows}.items():
+            self.write(rank, slot, value)
 
     def outputs(self) -> dict[str, np.ndarray]:
         out = {}
