@@ -1,5 +1,5 @@
 // One block's share of a GMM task on tensor cores: C (M x N, fp32 accumulate) = A (M x K) * B (K x N) in
-// 128 x 128 output tiles, K in 32-deep steps through a 3-stage cp.async pipeline in shared memory, WMMA
+// 128 x 128 output tiles, K in 64-deep steps through a 3-stage cp.async pipeline in shared memory, WMMA
 // 16x16x16 bf16/fp16 fragments (8 warps, each 64 x 32 of the tile). Operands are strided 2-D views of heap
 // slots in either storage order, so one routine serves GMM (A row-major, B row-major), GMM_TRANS_B
 // (B = W^T: W stored row-major, read as column-major B) and the weight gradient (A = X^T: X stored
@@ -16,9 +16,9 @@
 namespace hpmoe {
 namespace cuda {
 
-constexpr int kBM = 128, kBN = 128, kBK = 32, kStages = 3;
+constexpr int kBM = 128, kBN = 128, kBK = 64, kStages = 3;
 constexpr int kPad = 8;                          // 16 bytes: keeps rows 16-byte aligned, spreads banks
-constexpr int kTileElems = 128 * (32 + kPad);    // the larger of the two layouts of one operand tile
+constexpr int kTileElems = 128 * (kBK + kPad);   // the larger of the two layouts of one operand tile
 constexpr int kStageElems = 2 * kTileElems;      // A + B
 constexpr int kEpilogueFloats = 8 * 16 * 16;     // one 16x16 fp32 staging fragment per warp
 constexpr uint32_t kGemmSmemBytes = kStages * kStageElems * 2 + kEpilogueFloats * 4;
