@@ -109,7 +109,7 @@ def bench(tokens: int, routing: str, args) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokens", type=int, nargs="+", default=[4096, 8192])
-    p.add_argument("--routing", nargs="+", default=["balanced"])
+    p.add_argument("--routing", nargs="+", default=["balanced", "skewed"])
     p.add_argument("--tile-m", type=int, default=128)
     p.add_argument("--wgrad-tile", type=int, default=128)
     p.add_argument("--token-tile", type=int, default=64)
