@@ -18,10 +18,13 @@ __device__ __forceinline__ bool SameRows(const ssc::SscTensorRef& a, const ssc::
 
 template <class T>
 struct StoreRounded {
-  __device__ void operator()(T* p, const float* v) const { Store8(p, v); }
+  __device__ void operator()(T* p, float v0, float v1) const {
+    T pair[2] = {FromF<T>(v0), FromF<T>(v1)};
+    *reinterpret_cast<uint32_t*>(p) = *reinterpret_cast<const uint32_t*>(pair);
+  }
 };
 struct StoreFp32 {
-  __device__ void operator()(float* p, const float* v) const { StoreF32x8(p, v); }
+  __device__ void operator()(float* p, float v0, float v1) const { *reinterpret_cast<float2*>(p) = make_float2(v0, v1); }
 };
 
 template <class T, bool kTransB>
