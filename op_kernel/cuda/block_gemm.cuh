@@ -77,15 +77,21 @@ __device__ __forceinline__ void Mma16816<__half>(float* c, const uint32_t* a, co
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// Copies stored rows [r0, r0 + ROWS) x cols [c0, c0 + COLS) into smem (row stride COLS + kPad).
+// Copies stored rows [r0, r0 + ROWS) x cols [c0, c0 + COLS) into smem (row stride COLS + kPad). Each thread
+// owns one 16-byte column and every (256 / vectors-per-row)-th row, so its addresses are one pointer walk.
 template <int ROWS, int COLS, class T>
 __device__ __forceinline__ void LoadTile(T* smem, const Stored<T>& g, int64_t r0, int64_t c0) {
-  constexpr int kVecPerRow = COLS / 8;
-  for (int i = threadIdx.x; i < ROWS * kVecPerRow; i += 256) {
-    const int r = i / kVecPerRow, c = (i % kVecPerRow) * 8;
-    const bool valid = r0 + r < g.rows_valid && c0 + c < g.cols_valid;
-    const T* src = valid ? g.base + (r0 + r) * g.ld + c0 + c : g.base;
-    CpAsync16(smem + r * (COLS + kPad) + c, src, valid);
+  constexpr int kVecPerRow = COLS / 8, kRowStep = 256 / kVecPerRow, kIters = ROWS / kRowStep;
+  static_assert(256 % kVecPerRow == 0 && ROWS % kRowStep == 0, "tile shape");
+  const int c = (threadIdx.x % kVecPerRow) * 8, r = threadIdx.x / kVecPerRow;
+  const bool col_ok = c0 + c < g.cols_valid;
+  const int64_t rows_left = g.rows_valid - r0 - r;  // rows r + j*kRowStep < rows_left are valid
+  const T* src = g.base + (r0 + r) * g.ld + c0 + c;
+  T* dst = smem + r * (COLS + kPad) + c;
+#pragma unroll
+  for (int j = 0; j < kIters; ++j) {
+    const bool valid = col_ok && j * kRowStep < rows_left;
+    CpAsync16(dst + j * kRowStep * (COLS + kPad), valid ? src + j * kRowStep * g.ld : g.base, valid);
   }
 }
 
