@@ -227,7 +227,7 @@ std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint
     return Format("write of %llu bytes to rank %u slot %u does not match the layout", (unsigned long long)bytes, rank,
                   slot);
   cudaSetDevice(ranks_[rank].device);
-  HPMOE_CUDA_TRY(cudaMemcpy(ranks_[rank].segment + layout_.slot_offset[slot], src, bytes, cudaMemcpyHostToDevice),
+  HPMOE_CUDA_TRY(cudaMemcpy(ranks_[rank].segment + layout_.slot_offset[slot], src, bytes, cudaMemcpyDefault),
                  "writing a slot");
   return "";
 }
@@ -237,7 +237,7 @@ std::string CudaGroup::Read(uint32_t rank, uint32_t slot, void* dst, uint64_t by
     return Format("read of %llu bytes from rank %u slot %u does not match the layout", (unsigned long long)bytes, rank,
                   slot);
   cudaSetDevice(ranks_[rank].device);
-  HPMOE_CUDA_TRY(cudaMemcpy(dst, ranks_[rank].segment + layout_.slot_offset[slot], bytes, cudaMemcpyDeviceToHost),
+  HPMOE_CUDA_TRY(cudaMemcpy(dst, ranks_[rank].segment + layout_.slot_offset[slot], bytes, cudaMemcpyDefault),
                  "reading a slot");
   return "";
 }

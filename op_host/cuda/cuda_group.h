@@ -50,6 +50,7 @@ class CudaGroup {
                      const std::vector<int>& devices);
   // Validates (shared loader + group check once every rank's file of `direction` is in) and uploads.
   std::string Load(uint32_t rank, uint32_t direction, const uint8_t* data, size_t size);
+  // Copies a whole slot in or out; src/dst may be host or device memory (unified addressing).
   std::string Write(uint32_t rank, uint32_t slot, const void* src, uint64_t bytes);
   std::string Read(uint32_t rank, uint32_t slot, void* dst, uint64_t bytes);
   // One launch of `direction` on every rank; "" or the report of the worker that failed first.

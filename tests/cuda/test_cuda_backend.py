@@ -122,3 +122,10 @@ def test_without_gpu_cli_reports_one_line():
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stdout + res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "hpmoe run: error:" in res.stderr
+
+
+def test_import_hpmoe_does_not_import_torch():
+    code = ("import sys, hpmoe, hpmoe.cli, hpmoe.cuda.group, hpmoe.cuda.run, hpmoe.runtime.run_cmd; "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr

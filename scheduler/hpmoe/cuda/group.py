@@ -60,6 +60,15 @@ class CudaGroup:
         err = ctypes.create_string_buffer(ERR_LEN)
         self._check(lib().hpmoe_cuda_write(self.handle, rank, int(slot), arr.ctypes.data, arr.nbytes, err, ERR_LEN), err)
 
+    def copy_in(self, rank: int, slot: Slot, address: int, nbytes: int) -> None:
+        """Whole slot from host or device memory at `address` (e.g. a torch tensor's data_ptr())."""
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_write(self.handle, rank, int(slot), address, nbytes, err, ERR_LEN), err)
+
+    def copy_out(self, rank: int, slot: Slot, address: int, nbytes: int) -> None:
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_read(self.handle, rank, int(slot), address, nbytes, err, ERR_LEN), err)
+
     def read(self, rank: int, slot: Slot) -> np.ndarray:
         spec = self.specs[slot]
         arr = np.empty(spec.shape, NP_DTYPES[spec.dtype])
