@@ -14,13 +14,16 @@
 #include <stdint.h>
 
 #ifndef HPMOE_GEMM_BN
-#define HPMOE_GEMM_BN 128
+#define HPMOE_GEMM_BN 256  // 128 x 256 block tiles measured faster than 128 x 128 on H100 and H200
+#endif
+#ifndef HPMOE_GEMM_STAGES
+#define HPMOE_GEMM_STAGES 3
 #endif
 
 namespace hpmoe {
 namespace cuda {
 
-constexpr int kBM = 128, kBN = HPMOE_GEMM_BN, kBK = 64, kStages = 3;
+constexpr int kBM = 128, kBN = HPMOE_GEMM_BN, kBK = 64, kStages = HPMOE_GEMM_STAGES;
 constexpr int kPad = 8;  // 16 bytes: rows stay 16-byte aligned and 8 consecutive rows hit distinct banks
 constexpr int kMaxI(int a, int b) { return a > b ? a : b; }
 constexpr int kATileElems = kMaxI(kBM * (kBK + kPad), kBK * (kBM + kPad));
