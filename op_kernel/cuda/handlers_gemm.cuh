@@ -3,7 +3,11 @@
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 
+#if HPMOE_GEMM_WGMMA
+#include "block_gemm_wgmma.cuh"
+#else
 #include "block_gemm.cuh"
+#endif
 #include "row_segments.cuh"
 
 namespace hpmoe {
