@@ -13,7 +13,12 @@
 namespace hpmoe {
 namespace cuda {
 
+#ifndef HPMOE_WGMMA_OVERLAP
+#define HPMOE_WGMMA_OVERLAP 1  // keep step kt's wgmma group in flight across step kt+1's wait and loads
+#endif
+
 constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4;
+static_assert(kStages >= 3, "the pipeline keeps one wgmma group and kStages - 2 loads in flight");
 constexpr int kATileBytes = kBM * kBK * 2, kBTileBytes = kBN * kBK * 2;  // 16 KB + 32 KB
 constexpr int kStageBytes = kATileBytes + kBTileBytes;
 #if HPMOE_WGMMA_MN_SWAP  // diagnostic build: the other reading of the MN-major offsets
@@ -108,7 +113,8 @@ struct BlockGemm {
     }
   }
 
-  __device__ void ComputeStage(int s) {
+  // Issues the four k16 wgmmas of stage s as one group; the caller decides when to wait for it.
+  __device__ void IssueStage(int s) {
     const uint32_t sa = smem + s * kStageBytes, sb = sa + kATileBytes;
     const int wg = threadIdx.x / 128;
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -123,26 +129,30 @@ struct BlockGemm {
       Mma(da, db);
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   }
 
+  // Pipeline: loads run kStages - 2 steps ahead; the wgmma group of step kt stays in flight while step
+  // kt + 1 is waited for and loaded. A slot is refilled only after the barrier that follows every warpgroup's
+  // wait for the wgmmas that read it (both warpgroups read the whole B tile).
   __device__ void Accumulate(const Stored<T>& a, const Stored<T>& b, int64_t m0, int64_t n0, int64_t k0,
                              int64_t k1) {
     const int nk = int((k1 - k0 + kBK - 1) / kBK);
     __syncthreads();
-    for (int s = 0; s < kStages - 1; ++s) {
+    for (int s = 0; s < kStages - 2; ++s) {
       if (s < nk) LoadStage(s, a, b, m0, n0, k0 + int64_t(s) * kBK);
       CpAsyncCommit();
     }
     for (int kt = 0; kt < nk; ++kt) {
-      CpAsyncWait<kStages - 2>();
+      CpAsyncWait<kStages - 3>();
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async data -> wgmma's async proxy
       __syncthreads();
-      const int next = kt + kStages - 1;
+      const int next = kt + kStages - 2;
       if (next < nk) LoadStage(next % kStages, a, b, m0, n0, k0 + int64_t(next) * kBK);
       CpAsyncCommit();
-      ComputeStage(kt % kStages);
+      IssueStage(kt % kStages);
+      asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(HPMOE_WGMMA_OVERLAP ? 1 : 0) : "memory");
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     CpAsyncWait<0>();
   }
 

@@ -3,6 +3,9 @@
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 
+#ifndef HPMOE_GEMM_WGMMA
+#define HPMOE_GEMM_WGMMA 1  // Hopper wgmma tiles; 0 selects the mma.sync tiles (block_gemm.cuh)
+#endif
 #if HPMOE_GEMM_WGMMA
 #include "block_gemm_wgmma.cuh"
 #else
