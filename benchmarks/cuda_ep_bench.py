@@ -16,6 +16,7 @@ import torch
 
 from hpmoe.config import make_config
 from hpmoe.cuda.group import CudaGroup
+from hpmoe.cuda.trace import write_trace
 from hpmoe.runtime.routing import bucket_for, check_routing, make_routing
 
 
@@ -32,6 +33,7 @@ def main() -> int:
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--trace", metavar="FILE", help="per-task GPU trace of the first config's last fwd + bwd")
     args = p.parse_args()
     for tokens in args.tokens:
         for routing in args.routing:
@@ -58,6 +60,12 @@ def main() -> int:
                     if i:
                         fwd.append(f)
                         bwd.append(b)
+                if args.trace:
+                    group.run("fwd", timeout_s=60, trace=True)
+                    group.run("bwd", timeout_s=60, trace=True)
+                    stamps = {(d, r): group.trace(r, d) for d in ("fwd", "bwd") for r in range(args.ep)}
+                    write_trace(args.trace, group.schedules, stamps)
+                    args.trace = None
             f, b = statistics.median(fwd), statistics.median(bwd)
             print(json.dumps({"path": "hpmoe", "ep": args.ep, "tokens": tokens, "routing": routing,
                               "C": cfg.recv_rows_per_src, "workers": f"{cfg.num_aic}+{cfg.num_aiv}",

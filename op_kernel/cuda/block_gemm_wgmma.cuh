@@ -14,7 +14,7 @@ namespace hpmoe {
 namespace cuda {
 
 #ifndef HPMOE_WGMMA_OVERLAP
-#define HPMOE_WGMMA_OVERLAP 1  // keep step kt's wgmma group in flight across step kt+1's wait and loads
+#define HPMOE_WGMMA_OVERLAP 0  // 1: keep step kt's wgmma group in flight (more registers; measured no faster)
 #endif
 
 constexpr int kBM = 128, kBN = 256, kBK = 64, kStages = 4;
