@@ -35,13 +35,27 @@ __device__ __forceinline__ void RaiseAbort(const DeviceRank& d) {
   __threadfence_system();
 }
 
+// n 16-byte vectors from s to o, this thread taking every stride-th from tid; four loads in flight per
+// thread before their stores (one at a time held a vector block to about 7 GB/s of puts).
+__device__ __forceinline__ void CopyVectors(uint4* o, const uint4* s, uint64_t n, uint32_t tid, uint32_t stride) {
+  constexpr uint32_t kInFlight = 4;
+  uint64_t i = tid;
+  for (; i + (kInFlight - 1) * uint64_t(stride) < n; i += kInFlight * uint64_t(stride)) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (uint32_t u = 0; u < kInFlight; ++u) v[u] = __ldcg(s + i + u * stride);
+#pragma unroll
+    for (uint32_t u = 0; u < kInFlight; ++u) o[i + u * stride] = v[u];
+  }
+  for (; i < n; i += stride) o[i] = __ldcg(s + i);
+}
+
 // Copies `bytes` from src to dst with the whole block: 16-byte vectors when both are aligned; loads from L2
 // (the payload was written by another block).
 __device__ __forceinline__ void BlockCopy(void* dst, const void* src, uint64_t bytes) {
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) & 15) == 0) {
-    const uint4* s = reinterpret_cast<const uint4*>(src);
-    uint4* o = reinterpret_cast<uint4*>(dst);
-    for (uint64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x) o[i] = __ldcg(s + i);
+    CopyVectors(reinterpret_cast<uint4*>(dst), reinterpret_cast<const uint4*>(src), bytes / 16, threadIdx.x,
+                blockDim.x);
     return;
   }
   const uint8_t* s = reinterpret_cast<const uint8_t*>(src);

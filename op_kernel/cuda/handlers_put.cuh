@@ -33,7 +33,7 @@ __device__ int32_t RunCountPut(const DeviceRank& d, CudaSync& sync, const rt::Ta
 }
 
 template <class T, bool kBackward>
-__device__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sync, const rt::TaskCall& c) {
+__device__ __noinline__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sync, const rt::TaskCall& c) {
   const ssc::SscTask& t = *c.task;
   const ssc::SscTensorRef& rows_ref = t.inputs[kBackward ? 2 : 1];
   const ssc::SscTensorRef& out = t.outputs[0];
@@ -60,15 +60,20 @@ __device__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sync, const rt:
     const T* s = src + (tk / k) * h;
     T* o = dst + i * h;
     if (!kBackward) {
-      for (uint64_t v = lane; v < h / 8; v += 32)
-        reinterpret_cast<uint4*>(o)[v] = reinterpret_cast<const uint4*>(s)[v];
-    } else {  // dY[t, j] = topk_weights[t, j] * dy[t], rounded once
+      CopyVectors(reinterpret_cast<uint4*>(o), reinterpret_cast<const uint4*>(s), h / 8, lane, 32);
+    } else {  // dY[t, j] = topk_weights[t, j] * dy[t], rounded once; two vectors in flight per lane
       const float w = weights[tk];
-      float x[8];
-      for (uint64_t v = lane; v < h / 8; v += 32) {
+      for (uint64_t v = lane; v < h / 8; v += 64) {
+        float x[8], y[8];
+        const bool second = v + 32 < h / 8;
         Load8(s + v * 8, x);
+        if (second) Load8(s + (v + 32) * 8, y);
         for (int q = 0; q < 8; ++q) x[q] *= w;
         Store8(o + v * 8, x);
+        if (second) {
+          for (int q = 0; q < 8; ++q) y[q] *= w;
+          Store8(o + (v + 32) * 8, y);
+        }
       }
     }
   }
@@ -76,7 +81,7 @@ __device__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sync, const rt:
   return 0;
 }
 
-__device__ int32_t RunCombinePut(const DeviceRank& d, CudaSync& sync, const rt::TaskCall& c) {
+__device__ __noinline__ int32_t RunCombinePut(const DeviceRank& d, CudaSync& sync, const rt::TaskCall& c) {
   const ssc::SscTensorRef& in = c.task->inputs[0];
   const ssc::SscTensorRef& out = c.task->outputs[0];
   const uint64_t C = d.cfg.recv_rows_per_src;
