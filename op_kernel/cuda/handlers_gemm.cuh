@@ -35,7 +35,7 @@ struct StoreFp32 {
 };
 
 template <class T, bool kTransB>
-__device__ __noinline__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
+__device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
   const ssc::SscTensorRef& in = t.inputs[0];
   const ssc::SscTensorRef& w = t.inputs[1];
   const ssc::SscTensorRef& out = t.outputs[0];
@@ -64,7 +64,7 @@ __device__ __noinline__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const
 }
 
 template <class T>
-__device__ __noinline__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
+__device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
   const ssc::SscTensorRef& x = t.inputs[0];
   const ssc::SscTensorRef& dy = t.inputs[1];
   const ssc::SscTensorRef& out = t.outputs[0];
