@@ -12,7 +12,7 @@ namespace cuda {
 __device__ __forceinline__ float Sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 
 template <class T>
-__device__ __noinline__ int32_t RunSwiglu(const DeviceRank& d, const ssc::SscTask& t) {
+__device__ int32_t RunSwiglu(const DeviceRank& d, const ssc::SscTask& t) {
   const ssc::SscTensorRef& h = t.inputs[0];
   const ssc::SscTensorRef& out = t.outputs[0];
   const uint64_t inter = d.cfg.inter;
@@ -22,32 +22,20 @@ __device__ __noinline__ int32_t RunSwiglu(const DeviceRank& d, const ssc::SscTas
   const T* hs = d.Slot<T>(h.slot);
   T* as = d.Slot<T>(out.slot);
   return ForEachValidRange(d, h.row_offset, h.rows, [&](uint64_t r0, uint64_t r1) {
-    const uint64_t vecs = inter / 8, total = (r1 - r0) * vecs;
-    for (uint64_t i = threadIdx.x; i < total; i += 2 * blockDim.x) {  // two chunks' loads in flight
-      float g[2][8], u[2][8];
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const uint64_t j = i + p * blockDim.x;
-        if (j >= total) break;
-        const uint64_t r = r0 + j / vecs, c = (j % vecs) * 8;
-        Load8(hs + r * 2 * inter + c, g[p]);
-        Load8(hs + r * 2 * inter + inter + c, u[p]);
-      }
-#pragma unroll
-      for (int p = 0; p < 2; ++p) {
-        const uint64_t j = i + p * blockDim.x;
-        if (j >= total) break;
-        const uint64_t r = r0 + j / vecs, c = (j % vecs) * 8;
-        float o[8];
-        for (int q = 0; q < 8; ++q) o[q] = g[p][q] * Sigmoid(g[p][q]) * u[p][q];
-        Store8(as + r * inter + c, o);
-      }
+    const uint64_t vecs = inter / 8;
+    for (uint64_t i = threadIdx.x; i < (r1 - r0) * vecs; i += blockDim.x) {
+      const uint64_t r = r0 + i / vecs, c = (i % vecs) * 8;
+      float g[8], u[8], o[8];
+      Load8(hs + r * 2 * inter + c, g);
+      Load8(hs + r * 2 * inter + inter + c, u);
+      for (int q = 0; q < 8; ++q) o[q] = g[q] * Sigmoid(g[q]) * u[q];
+      Store8(as + r * inter + c, o);
     }
   });
 }
 
 template <class T>
-__device__ __noinline__ int32_t RunSwigluGrad(const DeviceRank& d, const ssc::SscTask& t) {
+__device__ int32_t RunSwigluGrad(const DeviceRank& d, const ssc::SscTask& t) {
   const ssc::SscTensorRef& da = t.inputs[0];
   const ssc::SscTensorRef& h = t.inputs[1];
   const ssc::SscTensorRef& out = t.outputs[0];
@@ -90,7 +78,7 @@ __device__ __forceinline__ bool TokenRowsValid(const DeviceRank& d, uint64_t t0,
 
 // out[t] = sum_j scale[t*k + j] * ret[token_rows[t][j]] (scale == nullptr: 1), j ascending, fp32.
 template <class T>
-__device__ __noinline__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& ret, const ssc::SscTensorRef& rows_ref,
+__device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& ret, const ssc::SscTensorRef& rows_ref,
                                 const ssc::SscTensorRef& out, const float* scale) {
   const uint64_t h = d.cfg.hidden, k = d.cfg.topk;
   if (!FullCols(d, ret) || ret.cols != h || rows_ref.slot != ssc::kSlotTokenRows || !FullCols(d, rows_ref) ||
@@ -103,19 +91,11 @@ __device__ __noinline__ int32_t ReduceTokens(const DeviceRank& d, const ssc::Ssc
   const uint64_t vecs = h / 8;
   for (uint64_t i = threadIdx.x; i < uint64_t(out.rows) * vecs; i += blockDim.x) {
     const uint64_t tok = out.row_offset + i / vecs, c = (i % vecs) * 8;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    constexpr uint64_t kBatch = 4;  // loads in flight; the sum still runs j = 0, 1, ..., k-1
-    for (uint64_t j0 = 0; j0 < k; j0 += kBatch) {
-      float v[kBatch][8];
-#pragma unroll
-      for (uint64_t b = 0; b < kBatch; ++b)
-        if (j0 + b < k) Load8(rs + uint64_t(rows[tok * k + j0 + b]) * h + c, v[b]);
-#pragma unroll
-      for (uint64_t b = 0; b < kBatch; ++b) {
-        if (j0 + b >= k) break;
-        const float w = scale ? scale[tok * k + j0 + b] : 1.0f;
-        for (int q = 0; q < 8; ++q) acc[q] += w * v[b][q];
-      }
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v[8];
+    for (uint64_t j = 0; j < k; ++j) {
+      Load8(rs + uint64_t(rows[tok * k + j]) * h + c, v);
+      const float w = scale ? scale[tok * k + j] : 1.0f;
+      for (int q = 0; q < 8; ++q) acc[q] += w * v[q];
     }
     Store8(os + tok * h + c, acc);
   }
@@ -135,7 +115,7 @@ __device__ int32_t RunBwdCombineReduce(const DeviceRank& d, const ssc::SscTask& 
 }
 
 template <class T>
-__device__ __noinline__ int32_t RunTopkWeightGrad(const DeviceRank& d, const ssc::SscTask& t) {
+__device__ int32_t RunTopkWeightGrad(const DeviceRank& d, const ssc::SscTask& t) {
   const ssc::SscTensorRef& dy = t.inputs[0];
   const ssc::SscTensorRef& ret = t.inputs[1];
   const ssc::SscTensorRef& rows_ref = t.inputs[2];
