@@ -45,6 +45,32 @@ void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, u
   return g;
 }
 
+void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
+                             int32_t device, char* err, int errlen) {
+  hpmoe::ssc::SscConfig cfg;
+  std::memcpy(&cfg, config16, sizeof(cfg));
+  CudaGroup* g = new (std::nothrow) CudaGroup();
+  if (g == nullptr) {
+    Fail("out of host memory", err, errlen);
+    return nullptr;
+  }
+  const std::string e = g->CreateLocal(cfg, counters_fwd, counters_bwd, rank, device);
+  if (!e.empty()) {
+    Fail(e, err, errlen);
+    delete g;
+    return nullptr;
+  }
+  return g;
+}
+
+int hpmoe_cuda_ipc_export(void* group, uint8_t* handle, char* err, int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->ExportHandle(handle, 64), err, errlen);
+}
+
+int hpmoe_cuda_ipc_open(void* group, uint32_t peer, const uint8_t* handle, char* err, int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->OpenPeer(peer, handle, 64), err, errlen);
+}
+
 void hpmoe_cuda_group_destroy(void* group) { delete static_cast<CudaGroup*>(group); }
 
 int hpmoe_cuda_load(void* group, uint32_t rank, uint32_t direction, const uint8_t* data, uint64_t size, char* err,

@@ -20,6 +20,13 @@ int hpmoe_cuda_device_count(void);
 // config16: the 16 uint32 of ssc::SscConfig; devices: the GPU of each rank (ep entries).
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
                               const int32_t* devices, char* err, int errlen);
+// One rank of a group whose ranks are processes (one GPU each): allocates `rank`'s heap on `device`; map the
+// peers' heaps with hpmoe_cuda_ipc_open before loading SSCs of other ranks' data or running.
+void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
+                             int32_t device, char* err, int errlen);
+// handle: 64 bytes (cudaIpcMemHandle_t) of this process's rank heap / of a peer's.
+int hpmoe_cuda_ipc_export(void* group, uint8_t* handle, char* err, int errlen);
+int hpmoe_cuda_ipc_open(void* group, uint32_t peer, const uint8_t* handle, char* err, int errlen);
 void hpmoe_cuda_group_destroy(void* group);
 int hpmoe_cuda_load(void* group, uint32_t rank, uint32_t direction, const uint8_t* data, uint64_t size, char* err,
                     int errlen);

@@ -63,7 +63,8 @@ std::string FormatWorkerReport(const rt::WorkerReport& r, uint32_t num_aic) {
 CudaGroup::~CudaGroup() {
   for (RankState& r : ranks_) {
     cudaSetDevice(r.device);
-    cudaFree(r.segment);
+    if (r.owned) cudaFree(r.segment);
+    else if (r.segment != nullptr) cudaIpcCloseMemHandle(r.segment);
     cudaFree(r.fault_counter);
     for (int d = 0; d < 2; ++d) {
       cudaFree(r.image[d]);
@@ -76,10 +77,8 @@ CudaGroup::~CudaGroup() {
   }
 }
 
-std::string CudaGroup::Create(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
-                              const std::vector<int>& devices) {
+std::string CudaGroup::Configure(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd) {
   if (cfg.ep == 0 || cfg.ep > kMaxRanks) return Format("ep=%u: the CUDA backend runs 1..%u ranks", cfg.ep, kMaxRanks);
-  if (devices.size() != cfg.ep) return Format("%zu GPUs given for ep=%u", devices.size(), cfg.ep);
   if (cfg.dtype != ssc::kBF16 && cfg.dtype != ssc::kFP16)
     return "the CUDA backend's GMM tiles run bf16 or fp16 (tensor cores); compile with --dtype bf16 or fp16";
   if (cfg.hidden % 8 || cfg.inter % 8 || cfg.wgrad_tile % 8)
@@ -89,25 +88,38 @@ std::string CudaGroup::Create(const ssc::SscConfig& cfg, uint32_t counters_fwd, 
   if (!err.empty()) return err;
   cfg_ = cfg;
   ranks_.resize(cfg.ep);
+  return "";
+}
+
+std::string CudaGroup::AllocateRank(uint32_t r, int device) {
   int count = 0;
   HPMOE_CUDA_TRY(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-  for (uint32_t r = 0; r < cfg.ep; ++r) {
-    RankState& s = ranks_[r];
-    s.device = devices[r];
-    if (s.device < 0 || s.device >= count) return Format("rank %u: GPU %d does not exist (%d GPUs)", r, s.device, count);
-    HPMOE_CUDA_TRY(cudaSetDevice(s.device), "cudaSetDevice");
-    HPMOE_CUDA_TRY(cudaMalloc(&s.segment, layout_.segment_bytes), "allocating a rank's heap segment");
-    HPMOE_CUDA_TRY(cudaMemset(s.segment, 0, layout_.segment_bytes), "zeroing a heap segment");
-    HPMOE_CUDA_TRY(cudaMalloc(&s.fault_counter, sizeof(uint32_t)), "cudaMalloc");
-    cudaStream_t stream;
-    HPMOE_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    s.stream = stream;
-    for (int d = 0; d < 2; ++d) {
-      cudaEvent_t e;
-      HPMOE_CUDA_TRY(cudaEventCreate(&e), "cudaEventCreate");
-      s.events[d] = e;
-    }
+  RankState& s = ranks_[r];
+  s.device = device;
+  if (s.device < 0 || s.device >= count) return Format("rank %u: GPU %d does not exist (%d GPUs)", r, s.device, count);
+  HPMOE_CUDA_TRY(cudaSetDevice(s.device), "cudaSetDevice");
+  HPMOE_CUDA_TRY(cudaMalloc(&s.segment, layout_.segment_bytes), "allocating a rank's heap segment");
+  s.owned = true;
+  HPMOE_CUDA_TRY(cudaMemset(s.segment, 0, layout_.segment_bytes), "zeroing a heap segment");
+  HPMOE_CUDA_TRY(cudaDeviceSynchronize(), "zeroing a heap segment");  // zero before any peer can map it
+  HPMOE_CUDA_TRY(cudaMalloc(&s.fault_counter, sizeof(uint32_t)), "cudaMalloc");
+  cudaStream_t stream;
+  HPMOE_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  s.stream = stream;
+  for (int d = 0; d < 2; ++d) {
+    cudaEvent_t e;
+    HPMOE_CUDA_TRY(cudaEventCreate(&e), "cudaEventCreate");
+    s.events[d] = e;
   }
+  return "";
+}
+
+std::string CudaGroup::Create(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
+                              const std::vector<int>& devices) {
+  if (devices.size() != cfg.ep) return Format("%zu GPUs given for ep=%u", devices.size(), cfg.ep);
+  std::string err = Configure(cfg, counters_fwd, counters_bwd);
+  for (uint32_t r = 0; err.empty() && r < cfg.ep; ++r) err = AllocateRank(r, devices[r]);
+  if (!err.empty()) return err;
   for (uint32_t a = 0; a < cfg.ep; ++a) {
     for (uint32_t b = 0; b < cfg.ep; ++b) {
       const int da = ranks_[a].device, db = ranks_[b].device;
@@ -133,7 +145,7 @@ std::string CudaGroup::CheckBinding(uint32_t rank, uint32_t direction) const {
     for (uint32_t d = 0; same && d < t.ndim; ++d) same = t.dims[d] == want.dims[d];
     if (!same) return Format("tensor %s does not match the config's shape/dtype", ssc::SlotName(t.slot));
   }
-  return CheckCoResidency(rank, direction);
+  return IsLocal(rank) ? CheckCoResidency(rank, direction) : "";
 }
 
 std::string CudaGroup::CheckCoResidency(uint32_t rank, uint32_t direction) const {
@@ -167,7 +179,7 @@ std::string CudaGroup::Load(uint32_t rank, uint32_t direction, const uint8_t* da
   expect.counter_capacity = layout_.counter_capacity[direction];
   RankState& s = ranks_[rank];
   std::string err = ssc::LoadSsc(data, size, expect, &s.ssc[direction]);
-  if (err.empty()) err = CheckBinding(rank, direction);
+  if (err.empty()) err = CheckBinding(rank, direction);  // tensor records; co-residency on local ranks
   if (!err.empty()) {
     s.ssc[direction].loaded = false;
     return Format("rank %u %s SSC: %s", rank, kDirNames[direction], err.c_str());
@@ -175,13 +187,13 @@ std::string CudaGroup::Load(uint32_t rank, uint32_t direction, const uint8_t* da
   validated_[direction] = false;
   std::vector<const ssc::LoadedSsc*> group;
   for (const RankState& r : ranks_) {
-    if (!r.ssc[direction].loaded) return Upload(rank, direction);  // group check once every rank is in
+    if (!r.ssc[direction].loaded) return IsLocal(rank) ? Upload(rank, direction) : "";  // group check once all are in
     group.push_back(&r.ssc[direction]);
   }
   err = ssc::ValidateGroup(group.data(), uint32_t(group.size()));
   if (!err.empty()) return err;
   validated_[direction] = true;
-  return Upload(rank, direction);
+  return IsLocal(rank) ? Upload(rank, direction) : "";
 }
 
 std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
@@ -223,9 +235,9 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
 }
 
 std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint64_t bytes) {
-  if (rank >= ranks_.size() || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
-    return Format("write of %llu bytes to rank %u slot %u does not match the layout", (unsigned long long)bytes, rank,
-                  slot);
+  if (rank >= ranks_.size() || !IsLocal(rank) || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
+    return Format("write of %llu bytes to rank %u slot %u does not match the layout (or the rank is not in this process)",
+                  (unsigned long long)bytes, rank, slot);
   cudaSetDevice(ranks_[rank].device);
   HPMOE_CUDA_TRY(cudaMemcpy(ranks_[rank].segment + layout_.slot_offset[slot], src, bytes, cudaMemcpyDefault),
                  "writing a slot");
@@ -233,9 +245,9 @@ std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint
 }
 
 std::string CudaGroup::Read(uint32_t rank, uint32_t slot, void* dst, uint64_t bytes) {
-  if (rank >= ranks_.size() || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
-    return Format("read of %llu bytes from rank %u slot %u does not match the layout", (unsigned long long)bytes, rank,
-                  slot);
+  if (rank >= ranks_.size() || !IsLocal(rank) || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
+    return Format("read of %llu bytes from rank %u slot %u does not match the layout (or the rank is not in this process)",
+                  (unsigned long long)bytes, rank, slot);
   cudaSetDevice(ranks_[rank].device);
   HPMOE_CUDA_TRY(cudaMemcpy(dst, ranks_[rank].segment + layout_.slot_offset[slot], bytes, cudaMemcpyDefault),
                  "reading a slot");
@@ -247,10 +259,15 @@ std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
   if (failed_) return "an earlier launch of this group failed; its counters are inconsistent: create a new group";
   if (!validated_[direction]) return Format("the %s SSCs of the group are not all loaded", kDirNames[direction]);
   for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (ranks_[r].segment == nullptr) return Format("rank %u's heap is not mapped in this process (open its IPC handle)", r);
+  }
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (!IsLocal(r)) continue;
     RankState& s = ranks_[r];
     cudaStream_t stream = static_cast<cudaStream_t>(s.stream);
     HPMOE_CUDA_TRY(cudaSetDevice(s.device), "cudaSetDevice");
     DeviceRank& d = s.host_rank[direction];
+    for (uint32_t p = 0; p < ranks_.size(); ++p) d.segments[p] = ranks_[p].segment;
     d.program.invocation = ++s.invocations[direction];
     d.timeout_ns = o.timeout_ms * 1000000ull;
     d.fault_mode = o.fault_rank == r ? o.fault_mode : kCudaFaultNone;
@@ -265,6 +282,7 @@ std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
   }
   // All ranks' kernels are in flight together: each waits on its peers' signals.
   for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (!IsLocal(r)) continue;
     RankState& s = ranks_[r];
     cudaStream_t stream = static_cast<cudaStream_t>(s.stream);
     cudaSetDevice(s.device);
@@ -281,6 +299,7 @@ std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
   std::string first;
   uint32_t failures = 0;
   for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (!IsLocal(r)) continue;
     RankState& s = ranks_[r];
     cudaSetDevice(s.device);
     HPMOE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream)), "running the persistent kernel");
@@ -304,7 +323,7 @@ std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
 }
 
 std::string CudaGroup::ReadTrace(uint32_t rank, uint32_t direction, uint64_t* out) {
-  if (rank >= ranks_.size() || direction > 1 || ranks_[rank].trace[direction] == nullptr)
+  if (rank >= ranks_.size() || !IsLocal(rank) || direction > 1 || ranks_[rank].trace[direction] == nullptr)
     return "no trace was recorded for this rank and direction (run with trace on)";
   cudaSetDevice(ranks_[rank].device);
   HPMOE_CUDA_TRY(cudaMemcpy(out, ranks_[rank].trace[direction],

@@ -28,7 +28,8 @@ struct LaunchOptions {
 
 struct RankState {
   int device = 0;
-  uint8_t* segment = nullptr;
+  uint8_t* segment = nullptr;  // this process's allocation, a P2P-reachable one, or a peer's IPC mapping
+  bool owned = false;          // allocated here (else mapped from a peer process)
   ssc::LoadedSsc ssc[2];
   uint8_t* image[2] = {nullptr, nullptr};  // the validated SSC file on the device
   DeviceRank host_rank[2]{};
@@ -48,6 +49,12 @@ class CudaGroup {
   // Allocates and zeroes every rank's segment; enables peer access between the GPUs. "" or one line.
   std::string Create(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
                      const std::vector<int>& devices);
+  // One rank of a group whose ranks are separate processes (one GPU each, e.g. torchrun): allocates only
+  // `rank`'s segment; the peers' segments are mapped with OpenPeer from handles ExportHandle produced there.
+  std::string CreateLocal(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
+                          int device);
+  std::string ExportHandle(uint8_t* out, size_t size) const;
+  std::string OpenPeer(uint32_t peer, const uint8_t* handle, size_t size);
   // Validates (shared loader + group check once every rank's file of `direction` is in) and uploads.
   std::string Load(uint32_t rank, uint32_t direction, const uint8_t* data, size_t size);
   // Copies a whole slot in or out; src/dst may be host or device memory (unified addressing).
@@ -62,6 +69,9 @@ class CudaGroup {
   const cpu::HeapLayout& layout() const { return layout_; }
 
  private:
+  std::string Configure(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd);
+  std::string AllocateRank(uint32_t rank, int device);
+  bool IsLocal(uint32_t rank) const { return local_rank_ < 0 || int(rank) == local_rank_; }
   std::string CheckBinding(uint32_t rank, uint32_t direction) const;
   std::string Upload(uint32_t rank, uint32_t direction);
   std::string CheckCoResidency(uint32_t rank, uint32_t direction) const;
@@ -71,6 +81,7 @@ class CudaGroup {
   std::vector<RankState> ranks_;
   bool validated_[2] = {false, false};
   bool failed_ = false;
+  int local_rank_ = -1;  // -1: every rank lives in this process
 };
 
 std::string FormatWorkerReport(const rt::WorkerReport& r, uint32_t num_aic);

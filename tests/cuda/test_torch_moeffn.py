@@ -1,7 +1,12 @@
 """hpmoe.torch.MoEFFN on a GPU: forward output and every gradient (x, w1, w2, topk_weights) through
 torch.autograd against the float64 reference; a backward whose saved state was overwritten is refused.
-Skips with the reason when torch, the CUDA library or a GPU is missing."""
+Under torchrun (one process per GPU, heaps mapped through CUDA IPC): EP 2 and 4 against the reference.
+Skips with the reason when torch, the CUDA library or (enough) GPUs are missing."""
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -54,3 +59,14 @@ def test_backward_after_overwritten_forward_is_refused():
     with pytest.raises(RuntimeError, match="another forward of the same shape ran before this backward"):
         y1.sum().backward()
 
+
+
+@pytest.mark.parametrize("ep", [2, 4])
+def test_moeffn_over_torchrun_ep_group(ep):
+    if gpu_count() < ep:
+        pytest.skip(f"needs {ep} GPUs (one process per GPU), found {gpu_count()}")
+    script = Path(__file__).with_name("moeffn_torchrun_check.py")
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ep), str(script)],
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert f"ep={ep} second step bitwise identical: True" in res.stdout

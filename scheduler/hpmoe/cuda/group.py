@@ -4,6 +4,7 @@ out. Slots have the CPU twin's layout, so inputs and outputs are the same numpy 
 from __future__ import annotations
 
 import ctypes
+from typing import Callable
 
 import numpy as np
 
@@ -23,9 +24,15 @@ FAULTS = {"none": 0, "drop-put": 1}
 
 
 class CudaGroup:
+    """All ranks in this process (rank r on GPU devices[r]), or, with local_rank, one rank of a group whose
+    ranks are processes: `exchange(my_handle) -> every rank's handle` (e.g. torch.distributed
+    all_gather_object) shares the CUDA IPC handles of the heaps; devices[0] is this process's GPU."""
+
     def __init__(self, cfg: MoeConfig, devices: list[int] | None = None,
-                 schedules: list[RankSchedule] | None = None):
+                 schedules: list[RankSchedule] | None = None, *, local_rank: int | None = None,
+                 exchange: Callable[[bytes], list[bytes]] | None = None):
         self.cfg = cfg
+        self.local_rank = local_rank
         self.devices = list(devices) if devices is not None else list(range(cfg.ep))
         schedules = schedules if schedules is not None else compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
         self.schedules = schedules
@@ -36,17 +43,36 @@ class CudaGroup:
             counters[s.direction_name] = max(counters[s.direction_name], len(s.events))
         self.specs = tensor_specs(cfg)
         err = ctypes.create_string_buffer(ERR_LEN)
-        devs = (ctypes.c_int32 * cfg.ep)(*self.devices)
-        self.handle = lib().hpmoe_cuda_group_create(config_words(cfg), counters["fwd"], counters["bwd"], devs, err,
-                                                    ERR_LEN)
+        if local_rank is None:
+            devs = (ctypes.c_int32 * cfg.ep)(*self.devices)
+            self.handle = lib().hpmoe_cuda_group_create(config_words(cfg), counters["fwd"], counters["bwd"], devs,
+                                                        err, ERR_LEN)
+        else:
+            self.handle = lib().hpmoe_cuda_rank_create(config_words(cfg), counters["fwd"], counters["bwd"],
+                                                       local_rank, self.devices[0], err, ERR_LEN)
         if not self.handle:
             raise CudaFailure(err.value.decode())
+        if local_rank is not None:
+            self._map_peers(exchange)
         for d, files in self.ssc.items():
             for r, data in enumerate(files):
                 if data:
                     self._check(lib().hpmoe_cuda_load(self.handle, r, DIRECTIONS[d], data, len(data), err, ERR_LEN),
                                 err)
         self.last_ms: list[float] = [0.0] * cfg.ep
+
+    def _map_peers(self, exchange: Callable[[bytes], list[bytes]] | None) -> None:
+        if exchange is None:
+            raise CudaFailure("a one-rank-per-process group needs `exchange` to share heap handles")
+        err = ctypes.create_string_buffer(ERR_LEN)
+        mine = ctypes.create_string_buffer(64)
+        self._check(lib().hpmoe_cuda_ipc_export(self.handle, mine, err, ERR_LEN), err)
+        handles = exchange(mine.raw)
+        if len(handles) != self.cfg.ep:
+            raise CudaFailure(f"exchange returned {len(handles)} heap handles for ep={self.cfg.ep}")
+        for peer, h in enumerate(handles):
+            if peer != self.local_rank:
+                self._check(lib().hpmoe_cuda_ipc_open(self.handle, peer, bytes(h), err, ERR_LEN), err)
 
     @staticmethod
     def _check(rc: int, err) -> None:

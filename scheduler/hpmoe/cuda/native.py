@@ -48,6 +48,10 @@ def lib() -> ctypes.CDLL:
         L.hpmoe_cuda_device_count.argtypes = []
         L.hpmoe_cuda_group_create.argtypes = [pu32, u32, u32, ctypes.POINTER(ctypes.c_int32), cp, i32]
         L.hpmoe_cuda_group_create.restype = vp
+        L.hpmoe_cuda_rank_create.argtypes = [pu32, u32, u32, u32, ctypes.c_int32, cp, i32]
+        L.hpmoe_cuda_rank_create.restype = vp
+        L.hpmoe_cuda_ipc_export.argtypes = [vp, ctypes.c_char_p, cp, i32]
+        L.hpmoe_cuda_ipc_open.argtypes = [vp, u32, ctypes.c_char_p, cp, i32]
         L.hpmoe_cuda_group_destroy.argtypes = [vp]
         L.hpmoe_cuda_group_destroy.restype = None
         L.hpmoe_cuda_load.argtypes = [vp, u32, u32, cp, u64, cp, i32]
@@ -65,5 +69,5 @@ def gpu_count() -> int:
     """GPUs visible to the CUDA backend; 0 when the library, the driver or a GPU is missing."""
     try:
         return int(lib().hpmoe_cuda_device_count())
-    except (CudaFailure, OSError):
+    except (CudaFailure, OSError, AttributeError):  # no library, no driver, or a stale build
         return 0
