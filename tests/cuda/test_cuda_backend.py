@@ -115,6 +115,18 @@ def test_trace_stamps_every_task(tmp_path):
     assert {"GMM", "SWIGLU", "GMM_WEIGHT_GRAD", "DISPATCH_PUT"} <= {e["name"] for e in tasks}
 
 
+@pytest.mark.skipif(GPUS < 2, reason=f"one process per GPU needs 2+ GPUs, found {GPUS}")
+def test_cli_one_process_per_gpu():
+    ep = 4 if GPUS >= 4 else 2
+    cmd = [sys.executable, "-m", "hpmoe.cli", "run", "--backend", "cuda", "--ep", str(ep), "--tokens", "256",
+           "--hidden", "200", "--inter", "72", "--experts-per-rank", "4", "--topk", "3", "--tile-m", "128",
+           "--wgrad-tile", "8", "--workers-aic", "4", "--workers-aiv", "4", "--dtype", "bf16", "--routing", "skewed",
+           "--iterations", "2"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "one process per GPU" in res.stdout and res.stdout.count(" ok") == 5, res.stdout
+
+
 @pytest.mark.skipif(GPUS > 0, reason="checks the no-GPU error path")
 def test_without_gpu_cli_reports_one_line():
     cmd = [sys.executable, "-m", "hpmoe.cli", "run", "--backend", "cuda", "--preset", "small", "--ep", "1",

@@ -61,4 +61,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="cpu: the CPU twin; cuda: persistent kernels on this host's GPUs (docs/cuda.md)")
     p.add_argument("--devices", metavar="LIST", help="cuda: GPU of each rank, e.g. 0,1,2,3 (default: rank r on GPU r)")
     p.add_argument("--trace", metavar="FILE", help="cuda: write the per-task GPU trace (Chrome/Perfetto JSON)")
+    p.add_argument("--one-process", action="store_true",
+                   help="cuda: drive every GPU from this process (default: one process per GPU when each rank has one)")
     p.set_defaults(func=cmd_run)
