@@ -1,0 +1,74 @@
+"""Host side of one HyperParallelMoEFFN: the rank session per token count T (one shape bucket family each),
+the aot context id its kernels use, and the two pyfunc steps that run before the aot forward kernel:
+`count_rows` (this rank's rows to each destination) and `plan` (bucket choice on the group's agreed counts,
+heap binding, routing plan into the heap). Framework-neutral work lives in hpmoe.runtime.op_session."""
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+
+from hpmoe.config import make_config
+from hpmoe.runtime.op_session import RankSession, rows_to_each_rank
+
+from . import kernel_library
+
+_next_context = itertools.count(1)
+_lock = threading.Lock()
+
+# Tiles of the CPU twin's SSCs: rows per tile scale with the balanced per-source load (at least 16), two
+# cube and two vector workers per rank (this machine has 2 cores shared by every rank).
+WORKERS_AIC, WORKERS_AIV = 2, 2
+
+
+def tile_rows(tokens: int, topk: int, ep: int) -> int:
+    balanced = max(1, tokens * topk // ep)
+    return int(min(128, max(16, 1 << (balanced // 4).bit_length())))
+
+
+class HostState:
+    def __init__(self, hidden, inter, experts, topk, dtype: str, capacity_factor, ssc_dir, ep, rank, group_key):
+        self.hidden, self.inter, self.experts, self.topk, self.dtype = hidden, inter, experts, topk, dtype
+        self.capacity_factor = 1.25 if capacity_factor is None else float(capacity_factor)
+        self.ssc_dir, self.ep, self.rank, self.group_key = ssc_dir, ep, rank, group_key
+        with _lock:
+            self.context_id = next(_next_context)
+        self.sessions: dict[int, RankSession] = {}
+        self.active_tokens = None
+
+    def base_config(self, tokens: int):
+        tile = tile_rows(tokens, self.topk, self.ep)
+        return make_config(None, dict(ep=self.ep, tokens=tokens, hidden=self.hidden, inter=self.inter,
+                                      experts_per_rank=self.experts, topk=self.topk, dtype=self.dtype,
+                                      tile_m=tile, token_tile=tile, capacity_factor=self.capacity_factor,
+                                      num_aic=WORKERS_AIC, num_aiv=WORKERS_AIV))
+
+    def session(self, tokens: int) -> RankSession:
+        if tokens not in self.sessions:
+            key = f"{self.group_key}-T{tokens}" if self.group_key else None
+            self.sessions[tokens] = RankSession(self.base_config(tokens), self.rank, self.ssc_dir, key,
+                                                on_bind=self._bound)
+        return self.sessions[tokens]
+
+    def _bound(self, session: RankSession) -> None:
+        kernel_library.bind(self.context_id, session)
+        self.active_tokens = session.base.tokens
+
+    # ---- pyfunc bodies (numpy in, numpy out) -------------------------------------------------------
+    def count_rows(self, topk_ids: np.ndarray) -> np.ndarray:
+        ids = self.session(topk_ids.shape[0]).check_ids(topk_ids)
+        return rows_to_each_rank(ids, self.experts, self.ep)
+
+    def plan(self, topk_ids: np.ndarray, group_rows: np.ndarray) -> np.ndarray:
+        session = self.session(topk_ids.shape[0])
+        session.prepare(topk_ids, group_rows)
+        if self.active_tokens != session.base.tokens:  # another T was bound to this context last
+            self._bound(session)
+        return np.array([self.context_id], np.int32)
+
+    def close(self) -> None:
+        kernel_library.unbind(self.context_id)
+        for s in self.sessions.values():
+            s.close()
+        self.sessions = {}

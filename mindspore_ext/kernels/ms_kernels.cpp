@@ -1,0 +1,183 @@
+// MindSpore aot CPU kernels of hpmoe.mindspore.HyperParallelMoEFFN (ops.Custom("<lib>:<fn>", func_type="aot")).
+// They move tensors between MindSpore's buffers and one rank's segment of the CPU twin's symmetric heap and
+// launch the twin through its C ABI (op_host/cpu/c_api.h). The routing plan, the bucket choice and the heap
+// itself are set up on the host side (mindspore_ext/runtime_binding.py) and bound here by context id.
+//
+// MindSpore's aot signature: params = inputs then outputs; shapes/ndims/dtypes per param; return 0 = success.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../../op_host/cpu/c_api.h"
+#include "../../op_kernel/cpu/dtype.h"
+#include "../../op_kernel/ssc_layout.h"
+
+namespace {
+
+using hpmoe::ssc::DType;
+typedef int (*RunFn)(void* const*, uint32_t, uint32_t, uint32_t, char*, int);
+
+struct Context {
+  bool bound = false;
+  void* rank = nullptr;         // RankRuntime* from hpmoe_cpu_rank_open
+  RunFn run = nullptr;          // hpmoe_cpu_run of the library instance the host side loaded
+  uint8_t* segment = nullptr;   // this rank's segment of the group heap
+  uint64_t offset[hpmoe::ssc::kSlotCount] = {};
+  uint32_t dtype = 0;           // activation / weight dtype (ssc::DType)
+  int64_t tokens = 0, hidden = 0, inter = 0, experts = 0, topk = 0;
+  uint64_t forwards = 0, backwards = 0;
+};
+
+constexpr int kMaxContexts = 4096;
+std::mutex g_mutex;
+Context g_contexts[kMaxContexts];
+
+// One line on stderr (MindSpore reports only that the kernel failed) and the failure code.
+int Fail(const std::string& msg) {
+  std::fprintf(stderr, "hpmoe mindspore kernel: %s\n", msg.c_str());
+  std::fflush(stderr);
+  return 1;
+}
+
+int DTypeOf(const char* name) {
+  const std::string s(name);
+  if (s == "float32") return hpmoe::ssc::kFP32;
+  if (s == "float16") return hpmoe::ssc::kFP16;
+  if (s == "bfloat16") return hpmoe::ssc::kBF16;
+  if (s == "int32") return hpmoe::ssc::kINT32;
+  return -1;
+}
+
+std::string ShapeStr(int nd, const int64_t* s) {
+  std::string out = "[";
+  for (int i = 0; i < nd; ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Checks param i against the expected shape and dtype; returns "" or the problem.
+std::string Expect(int i, const char* what, int* ndims, int64_t** shapes, const char** dtypes,
+                   std::vector<int64_t> shape, int dtype) {
+  bool ok = ndims[i] == int(shape.size());
+  for (size_t d = 0; ok && d < shape.size(); ++d) ok = shapes[i][d] == shape[d];
+  if (!ok)
+    return std::string(what) + " has shape " + ShapeStr(ndims[i], shapes[i]) + ", the bound bucket expects " +
+           ShapeStr(int(shape.size()), shape.data());
+  if (dtype >= 0 && DTypeOf(dtypes[i]) != dtype)
+    return std::string(what) + " has dtype " + dtypes[i] + ", the bound bucket expects dtype code " +
+           std::to_string(dtype);
+  return "";
+}
+
+void* Slot(Context& c, uint32_t slot) { return c.segment + c.offset[slot]; }
+
+// n values of `from` dtype (fp32/fp16/bf16) into `to` dtype, through fp32 with round-to-nearest-even.
+void Convert(const void* src, int from, void* dst, int to, size_t n) {
+  if (from == to) {
+    std::memcpy(dst, src, n * hpmoe::cpu::DTypeBytes(uint32_t(from)));
+    return;
+  }
+  std::vector<float> tmp(n);
+  hpmoe::cpu::LoadF32(src, uint32_t(from), n, tmp.data());
+  hpmoe::cpu::StoreF32(tmp.data(), uint32_t(to), n, dst);
+}
+
+Context* Lookup(void* param, std::string* err) {
+  const int32_t id = *static_cast<const int32_t*>(param);
+  if (id < 0 || id >= kMaxContexts || !g_contexts[id].bound) {
+    *err = "context " + std::to_string(id) + " is not bound (the routing plan did not run first)";
+    return nullptr;
+  }
+  return &g_contexts[id];
+}
+
+int Launch(Context& c, uint32_t direction) {
+  char err[1024] = {0};
+  void* ranks[1] = {c.rank};
+  if (c.run(ranks, 1, direction, 0, err, sizeof err) != 0) return Fail(err);
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+// Host side (ctypes): bind context `id` to a loaded rank and its heap segment. dims = T, h, I, E_local, k.
+int hpmoe_ms_bind(int32_t id, void* rank, void* run_fn, void* segment, const uint64_t* slot_offsets,
+                  uint32_t dtype, const int64_t* dims) {
+  if (id < 0 || id >= kMaxContexts) return 1;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  Context& c = g_contexts[id];
+  c.bound = rank != nullptr;
+  c.rank = rank;
+  c.run = reinterpret_cast<RunFn>(run_fn);
+  c.segment = static_cast<uint8_t*>(segment);
+  for (uint32_t s = 0; s < hpmoe::ssc::kSlotCount; ++s) c.offset[s] = slot_offsets ? slot_offsets[s] : 0;
+  c.dtype = dtype;
+  if (dims) c.tokens = dims[0], c.hidden = dims[1], c.inter = dims[2], c.experts = dims[3], c.topk = dims[4];
+  return 0;
+}
+
+int hpmoe_ms_unbind(int32_t id) { return hpmoe_ms_bind(id, nullptr, nullptr, nullptr, nullptr, 0, nullptr); }
+
+// Forward. Inputs: ctx [1] int32, x [T, h], topk_weights [T, k], w1 [E, h, 2I], w2 [E, I, h]; output y [T, h].
+// topk_ids and the routing plan are already in the heap (the plan op ran first: ctx is its output).
+int hpmoe_ms_forward(int nparam, void** params, int* ndims, int64_t** shapes, const char** dtypes, void*, void*) {
+  if (nparam != 6) return Fail("forward expects 5 inputs and 1 output, got " + std::to_string(nparam) + " params");
+  std::string e;
+  Context* c = Lookup(params[0], &e);
+  if (!c) return Fail(e);
+  const int dt = int(c->dtype), wdt = DTypeOf(dtypes[2]);
+  const int64_t T = c->tokens, h = c->hidden, I = c->inter, E = c->experts, k = c->topk;
+  for (const std::string& m : {Expect(1, "x", ndims, shapes, dtypes, {T, h}, dt),
+                               Expect(2, "topk_weights", ndims, shapes, dtypes, {T, k}, -1),
+                               Expect(3, "w1", ndims, shapes, dtypes, {E, h, 2 * I}, dt),
+                               Expect(4, "w2", ndims, shapes, dtypes, {E, I, h}, dt),
+                               Expect(5, "y", ndims, shapes, dtypes, {T, h}, dt)})
+    if (!m.empty()) return Fail(m);
+  if (wdt != hpmoe::ssc::kFP32 && wdt != hpmoe::ssc::kFP16 && wdt != hpmoe::ssc::kBF16)
+    return Fail(std::string("topk_weights has dtype ") + dtypes[2] + ", expected a float dtype");
+  const size_t b = hpmoe::cpu::DTypeBytes(c->dtype);
+  std::memcpy(Slot(*c, hpmoe::ssc::kSlotX), params[1], size_t(T * h) * b);
+  Convert(params[2], wdt, Slot(*c, hpmoe::ssc::kSlotTopkWeights), hpmoe::ssc::kFP32, size_t(T * k));
+  std::memcpy(Slot(*c, hpmoe::ssc::kSlotW1), params[3], size_t(E * h * 2 * I) * b);
+  std::memcpy(Slot(*c, hpmoe::ssc::kSlotW2), params[4], size_t(E * I * h) * b);
+  if (Launch(*c, 0)) return 1;
+  std::memcpy(params[5], Slot(*c, hpmoe::ssc::kSlotY), size_t(T * h) * b);
+  ++c->forwards;
+  return 0;
+}
+
+// Backward. Inputs: ctx [1] int32, y [T, h] (orders it after the forward), dy [T, h], topk_weights [T, k],
+// w1, w2 (they give the gradients' shapes and dtypes; their values are in the heap since the forward).
+// Outputs: dx [T, h], d topk_weights [T, k], dw1, dw2.
+int hpmoe_ms_backward(int nparam, void** params, int* ndims, int64_t** shapes, const char** dtypes, void*, void*) {
+  if (nparam != 10) return Fail("backward expects 6 inputs and 4 outputs, got " + std::to_string(nparam) + " params");
+  std::string e;
+  Context* c = Lookup(params[0], &e);
+  if (!c) return Fail(e);
+  if (c->backwards >= c->forwards)
+    return Fail("backward without a forward on context " + std::to_string(*static_cast<int32_t*>(params[0])));
+  const int dt = int(c->dtype), wdt = DTypeOf(dtypes[3]);
+  const int64_t T = c->tokens, h = c->hidden, I = c->inter, E = c->experts, k = c->topk;
+  for (const std::string& m : {Expect(2, "dy", ndims, shapes, dtypes, {T, h}, dt),
+                               Expect(6, "dx", ndims, shapes, dtypes, {T, h}, dt),
+                               Expect(7, "d topk_weights", ndims, shapes, dtypes, {T, k}, wdt),
+                               Expect(8, "dw1", ndims, shapes, dtypes, {E, h, 2 * I}, dt),
+                               Expect(9, "dw2", ndims, shapes, dtypes, {E, I, h}, dt)})
+    if (!m.empty()) return Fail(m);
+  const size_t b = hpmoe::cpu::DTypeBytes(c->dtype);
+  std::memcpy(Slot(*c, hpmoe::ssc::kSlotDy), params[2], size_t(T * h) * b);
+  if (Launch(*c, 1)) return 1;
+  std::memcpy(params[6], Slot(*c, hpmoe::ssc::kSlotDx), size_t(T * h) * b);
+  // Weight gradients and d topk_weights are accumulated and stored in fp32 by the twin.
+  Convert(Slot(*c, hpmoe::ssc::kSlotDTopkWeights), hpmoe::ssc::kFP32, params[7], wdt, size_t(T * k));
+  Convert(Slot(*c, hpmoe::ssc::kSlotDW1), hpmoe::ssc::kFP32, params[8], dt, size_t(E * h * 2 * I));
+  Convert(Slot(*c, hpmoe::ssc::kSlotDW2), hpmoe::ssc::kFP32, params[9], dt, size_t(E * I * h));
+  ++c->backwards;
+  return 0;
+}
+
+}  // extern "C"
