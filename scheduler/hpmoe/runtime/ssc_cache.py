@@ -113,6 +113,9 @@ class SscCache:
             want = max(self.base.tile_m, -(-need // self.base.tile_m) * self.base.tile_m)
             raise RoutingError(f"a rank sends {need} rows to one rank; the pinned SSCs in {self.dir} hold "
                                f"C={current}; compile with --recv-rows-per-src {want}")
+        if need > self.limit:  # impossible for valid ids: one source sends at most T * min(k, E_local) rows
+            raise RoutingError(f"a rank sends {need} rows to one rank, more than T*min(k, E_local)="
+                               f"{self.base.max_rows_per_pair} (T={self.base.tokens})")
         cap = current
         while cap < need:
             cap = min(self.limit, -(-math.ceil(cap * GROWTH) // self.base.tile_m) * self.base.tile_m)
