@@ -5,6 +5,7 @@ heap binding, routing plan into the heap). Framework-neutral work lives in hpmoe
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 
 import numpy as np
@@ -17,9 +18,10 @@ from . import kernel_library
 _next_context = itertools.count(1)
 _lock = threading.Lock()
 
-# Tiles of the CPU twin's SSCs: rows per tile scale with the balanced per-source load (at least 16), two
-# cube and two vector workers per rank (this machine has 2 cores shared by every rank).
-WORKERS_AIC, WORKERS_AIV = 2, 2
+# Tiles of the CPU twin's SSCs: rows per tile scale with the balanced per-source load (at least 16). Worker
+# threads per rank (cube, vector): $HPMOE_MS_WORKERS="aic,aiv", default one each (every rank of an msrun
+# group shares this machine's 2 cores; more threads only add bounded-wait naps).
+WORKERS_AIC, WORKERS_AIV = (int(v) for v in os.environ.get("HPMOE_MS_WORKERS", "1,1").split(","))
 
 
 def tile_rows(tokens: int, topk: int, ep: int) -> int:

@@ -82,3 +82,22 @@ class ReferenceMoEFFN(nn.Cell):
         if self.ep > 1:
             y = self.scatter_sum(y)
         return y.astype(out_dtype)
+
+
+class StandardMoEFFN(nn.Cell):
+    """Drop-in twin of HyperParallelMoEFFN on the standard path (same parameters w1, w2 and call), for the
+    training comparison (examples/train_moe.py)."""
+
+    def __init__(self, hidden_size, intermediate_size, num_local_experts, topk, *, dtype=ms.float32, ep=1,
+                 rank=0, group=None):
+        super().__init__()
+        from mindspore import Parameter
+        from mindspore.common.initializer import Normal, initializer
+
+        h, inter, e = hidden_size, intermediate_size, num_local_experts
+        self.w1 = Parameter(initializer(Normal(h ** -0.5), [e, h, 2 * inter], dtype), name="w1")
+        self.w2 = Parameter(initializer(Normal(inter ** -0.5), [e, inter, h], dtype), name="w2")
+        self.moe = ReferenceMoEFFN(e, topk, ep=ep, rank=rank, group=group)
+
+    def construct(self, x, topk_ids, topk_weights):
+        return self.moe(x, topk_ids, topk_weights, self.w1, self.w2)
