@@ -9,8 +9,6 @@ import numpy as np
 
 from hpmoe.errors import HpmoeError
 
-_cells = [0]  # cells built in this process, in construction order (the same on every rank)
-
 
 def resolve_group(group: str | None) -> tuple[str | None, int, int]:
     """(group name or None for a plain process, EP size, rank in the group)."""
@@ -28,13 +26,12 @@ def resolve_group(group: str | None) -> tuple[str | None, int, int]:
 
 def group_key(group: str | None, ep: int) -> str | None:
     """A name every rank of the group derives alike: the launcher's process id (msrun is the parent of
-    every rank on this host), the scheduler port, the group and the cell's construction index; checked
-    equal on all ranks through an AllGather (counts only, no token data)."""
-    _cells[0] += 1
+    every rank on this host), the scheduler port and the group; checked equal on all ranks through an
+    AllGather (a few bytes, no token data)."""
     if ep == 1:
         return None
     port = os.environ.get("MS_SCHED_PORT", "0")
-    key = f"{os.getppid()}-{port}-{zlib.crc32(group.encode()) % 10**6}-{_cells[0]}"
+    key = f"{os.getppid()}-{port}-{zlib.crc32(group.encode()) % 10**6}"
     _check_same_everywhere(group, ep, key)
     return key
 

@@ -29,6 +29,15 @@ def tile_rows(tokens: int, topk: int, ep: int) -> int:
     return int(min(128, max(16, 1 << (balanced // 4).bit_length())))
 
 
+# Sessions of this process, one per (group, shape, dtype, T, ssc_dir): every layer of one shape shares it,
+# and with it one heap (all_sessions() lists them for memory reports).
+_sessions: dict[tuple, RankSession] = {}
+
+
+def all_sessions() -> list[RankSession]:
+    return list(_sessions.values())
+
+
 class HostState:
     def __init__(self, hidden, inter, experts, topk, dtype: str, capacity_factor, ssc_dir, ep, rank, group_key):
         self.hidden, self.inter, self.experts, self.topk, self.dtype = hidden, inter, experts, topk, dtype
@@ -36,8 +45,7 @@ class HostState:
         self.ssc_dir, self.ep, self.rank, self.group_key = ssc_dir, ep, rank, group_key
         with _lock:
             self.context_id = next(_next_context)
-        self.sessions: dict[int, RankSession] = {}
-        self.active_tokens = None
+        self.plan_arrays = None  # this layer's routing plan of its last call (the kernels read it)
 
     def base_config(self, tokens: int):
         tile = tile_rows(tokens, self.topk, self.ep)
@@ -47,15 +55,17 @@ class HostState:
                                       num_aic=WORKERS_AIC, num_aiv=WORKERS_AIV))
 
     def session(self, tokens: int) -> RankSession:
-        if tokens not in self.sessions:
-            key = f"{self.group_key}-T{tokens}" if self.group_key else None
-            self.sessions[tokens] = RankSession(self.base_config(tokens), self.rank, self.ssc_dir, key,
-                                                on_bind=self._bound)
-        return self.sessions[tokens]
-
-    def _bound(self, session: RankSession) -> None:
-        kernel_library.bind(self.context_id, session)
-        self.active_tokens = session.base.tokens
+        sig = (self.group_key, self.ep, self.rank, self.hidden, self.inter, self.experts, self.topk, self.dtype,
+               tokens, self.capacity_factor, str(self.ssc_dir))
+        with _lock:
+            if sig not in _sessions:
+                key = None
+                if self.group_key:
+                    key = (f"{self.group_key}-h{self.hidden}-i{self.inter}-e{self.experts}-k{self.topk}-"
+                           f"{self.dtype}-t{tokens}-s{len(_sessions)}")
+                _sessions[sig] = RankSession(self.base_config(tokens), self.rank, self.ssc_dir, key,
+                                             on_load=kernel_library.heap_created)
+            return _sessions[sig]
 
     # ---- pyfunc bodies (numpy in, numpy out) -------------------------------------------------------
     def count_rows(self, topk_ids: np.ndarray) -> np.ndarray:
@@ -64,13 +74,10 @@ class HostState:
 
     def plan(self, topk_ids: np.ndarray, group_rows: np.ndarray) -> np.ndarray:
         session = self.session(topk_ids.shape[0])
-        session.prepare(topk_ids, group_rows)
-        if self.active_tokens != session.base.tokens:  # another T was bound to this context last
-            self._bound(session)
+        self.plan_arrays = session.prepare(topk_ids, group_rows)
+        kernel_library.bind(self.context_id, session, self.plan_arrays)
+        session.release_retired(kernel_library.pending_on)
         return np.array([self.context_id], np.int32)
 
     def close(self) -> None:
         kernel_library.unbind(self.context_id)
-        for s in self.sessions.values():
-            s.close()
-        self.sessions = {}

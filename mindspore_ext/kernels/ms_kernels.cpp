@@ -1,39 +1,25 @@
 // MindSpore aot CPU kernels of hpmoe.mindspore.HyperParallelMoEFFN (ops.Custom("<lib>:<fn>", func_type="aot")).
 // They move tensors between MindSpore's buffers and one rank's segment of the CPU twin's symmetric heap and
 // launch the twin through its C ABI (op_host/cpu/c_api.h). The routing plan, the bucket choice and the heap
-// itself are set up on the host side (mindspore_ext/runtime_binding.py) and bound here by context id.
+// itself are set up on the host side (mindspore_ext/host_state.py, kernel_library.py) and bound here by context
+// id, one context per layer (contexts.h: layers share a heap; saved state is stashed only when they must).
 //
 // MindSpore's aot signature: params = inputs then outputs; shapes/ndims/dtypes per param; return 0 = success.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "../../op_host/cpu/c_api.h"
 #include "../../op_kernel/cpu/dtype.h"
 #include "../../op_kernel/ssc_layout.h"
+#include "contexts.h"
 
 namespace {
 
+using hpmoe::ms::Context;
 using hpmoe::ssc::DType;
-typedef int (*RunFn)(void* const*, uint32_t, uint32_t, uint32_t, char*, int);
-
-struct Context {
-  bool bound = false;
-  void* rank = nullptr;         // RankRuntime* from hpmoe_cpu_rank_open
-  RunFn run = nullptr;          // hpmoe_cpu_run of the library instance the host side loaded
-  uint8_t* segment = nullptr;   // this rank's segment of the group heap
-  uint64_t offset[hpmoe::ssc::kSlotCount] = {};
-  uint32_t dtype = 0;           // activation / weight dtype (ssc::DType)
-  int64_t tokens = 0, hidden = 0, inter = 0, experts = 0, topk = 0;
-  uint64_t forwards = 0, backwards = 0;
-};
-
-constexpr int kMaxContexts = 4096;
-std::mutex g_mutex;
-Context g_contexts[kMaxContexts];
 
 // One line on stderr (MindSpore reports only that the kernel failed) and the failure code.
 int Fail(const std::string& msg) {
@@ -84,13 +70,9 @@ void Convert(const void* src, int from, void* dst, int to, size_t n) {
   hpmoe::cpu::StoreF32(tmp.data(), uint32_t(to), n, dst);
 }
 
-Context* Lookup(void* param, std::string* err) {
-  const int32_t id = *static_cast<const int32_t*>(param);
-  if (id < 0 || id >= kMaxContexts || !g_contexts[id].bound) {
-    *err = "context " + std::to_string(id) + " is not bound (the routing plan did not run first)";
-    return nullptr;
-  }
-  return &g_contexts[id];
+Context* LookupParam(void* param, int32_t* id, std::string* err) {
+  *id = *static_cast<const int32_t*>(param);
+  return hpmoe::ms::Lookup(*id, err);
 }
 
 int Launch(Context& c, uint32_t direction) {
@@ -104,30 +86,52 @@ int Launch(Context& c, uint32_t direction) {
 
 extern "C" {
 
-// Host side (ctypes): bind context `id` to a loaded rank and its heap segment. dims = T, h, I, E_local, k.
+// Host side (ctypes), before every forward: bind context `id` to the loaded rank and heap segment of its
+// bucket and to this call's routing plan (host arrays the caller keeps alive until the backward ran).
+// dims = T, h, I, E_local, k; plan = topk_ids, send_rows, send_counts, token_rows.
 int hpmoe_ms_bind(int32_t id, void* rank, void* run_fn, void* segment, const uint64_t* slot_offsets,
-                  uint32_t dtype, const int64_t* dims) {
-  if (id < 0 || id >= kMaxContexts) return 1;
-  std::lock_guard<std::mutex> lock(g_mutex);
-  Context& c = g_contexts[id];
-  c.bound = rank != nullptr;
-  c.rank = rank;
-  c.run = reinterpret_cast<RunFn>(run_fn);
-  c.segment = static_cast<uint8_t*>(segment);
-  for (uint32_t s = 0; s < hpmoe::ssc::kSlotCount; ++s) c.offset[s] = slot_offsets ? slot_offsets[s] : 0;
-  c.dtype = dtype;
-  if (dims) c.tokens = dims[0], c.hidden = dims[1], c.inter = dims[2], c.experts = dims[3], c.topk = dims[4];
+                  const uint64_t* slot_bytes, uint32_t dtype, const int64_t* dims, const void* const* plan) {
+  Context* c = hpmoe::ms::At(id);
+  if (c == nullptr) return 1;
+  c->backwards = c->forwards;  // a forward whose backward never ran (evaluation) leaves nothing pending
+  c->bound = rank != nullptr;
+  c->rank = rank;
+  c->run = reinterpret_cast<hpmoe::ms::RunFn>(run_fn);
+  c->segment = static_cast<uint8_t*>(segment);
+  for (uint32_t s = 0; s < hpmoe::ssc::kSlotCount; ++s) {
+    c->offset[s] = slot_offsets ? slot_offsets[s] : 0;
+    c->bytes[s] = slot_bytes ? slot_bytes[s] : 0;
+  }
+  for (int i = 0; i < 4; ++i) c->plan[i] = plan ? plan[i] : nullptr;
+  c->dtype = dtype;
+  if (dims) c->tokens = dims[0], c->hidden = dims[1], c->inter = dims[2], c->experts = dims[3], c->topk = dims[4];
   return 0;
 }
 
-int hpmoe_ms_unbind(int32_t id) { return hpmoe_ms_bind(id, nullptr, nullptr, nullptr, nullptr, 0, nullptr); }
+int hpmoe_ms_unbind(int32_t id) {
+  Context* c = hpmoe::ms::At(id);
+  if (c == nullptr) return 1;
+  c->bound = false;
+  c->forwards = c->backwards = 0;
+  c->stash.clear();
+  c->stash.shrink_to_fit();
+  return 0;
+}
+
+int hpmoe_ms_pending_on(const void* segment) { return hpmoe::ms::PendingOn(segment); }
+void hpmoe_ms_heap_reset(const void* segment) { hpmoe::ms::ResetHeap(segment); }
+uint64_t hpmoe_ms_stash_bytes(int32_t id) {
+  Context* c = hpmoe::ms::At(id);
+  return c ? c->stash.capacity() : 0;
+}
 
 // Forward. Inputs: ctx [1] int32, x [T, h], topk_weights [T, k], w1 [E, h, 2I], w2 [E, I, h]; output y [T, h].
 // topk_ids and the routing plan are already in the heap (the plan op ran first: ctx is its output).
 int hpmoe_ms_forward(int nparam, void** params, int* ndims, int64_t** shapes, const char** dtypes, void*, void*) {
   if (nparam != 6) return Fail("forward expects 5 inputs and 1 output, got " + std::to_string(nparam) + " params");
   std::string e;
-  Context* c = Lookup(params[0], &e);
+  int32_t id = 0;
+  Context* c = LookupParam(params[0], &id, &e);
   if (!c) return Fail(e);
   const int dt = int(c->dtype), wdt = DTypeOf(dtypes[2]);
   const int64_t T = c->tokens, h = c->hidden, I = c->inter, E = c->experts, k = c->topk;
@@ -140,6 +144,8 @@ int hpmoe_ms_forward(int nparam, void** params, int* ndims, int64_t** shapes, co
   if (wdt != hpmoe::ssc::kFP32 && wdt != hpmoe::ssc::kFP16 && wdt != hpmoe::ssc::kBF16)
     return Fail(std::string("topk_weights has dtype ") + dtypes[2] + ", expected a float dtype");
   const size_t b = hpmoe::cpu::DTypeBytes(c->dtype);
+  hpmoe::ms::TakeHeap(id, false);  // stashes another layer's saved state if its backward is pending
+  hpmoe::ms::WritePlan(*c);
   std::memcpy(Slot(*c, hpmoe::ssc::kSlotX), params[1], size_t(T * h) * b);
   Convert(params[2], wdt, Slot(*c, hpmoe::ssc::kSlotTopkWeights), hpmoe::ssc::kFP32, size_t(T * k));
   std::memcpy(Slot(*c, hpmoe::ssc::kSlotW1), params[3], size_t(E * h * 2 * I) * b);
@@ -156,19 +162,26 @@ int hpmoe_ms_forward(int nparam, void** params, int* ndims, int64_t** shapes, co
 int hpmoe_ms_backward(int nparam, void** params, int* ndims, int64_t** shapes, const char** dtypes, void*, void*) {
   if (nparam != 10) return Fail("backward expects 6 inputs and 4 outputs, got " + std::to_string(nparam) + " params");
   std::string e;
-  Context* c = Lookup(params[0], &e);
+  int32_t id = 0;
+  Context* c = LookupParam(params[0], &id, &e);
   if (!c) return Fail(e);
-  if (c->backwards >= c->forwards)
-    return Fail("backward without a forward on context " + std::to_string(*static_cast<int32_t*>(params[0])));
+  if (!c->pending()) return Fail("backward without a forward on context " + std::to_string(id));
   const int dt = int(c->dtype), wdt = DTypeOf(dtypes[3]);
   const int64_t T = c->tokens, h = c->hidden, I = c->inter, E = c->experts, k = c->topk;
   for (const std::string& m : {Expect(2, "dy", ndims, shapes, dtypes, {T, h}, dt),
+                               Expect(4, "w1", ndims, shapes, dtypes, {E, h, 2 * I}, dt),
+                               Expect(5, "w2", ndims, shapes, dtypes, {E, I, h}, dt),
                                Expect(6, "dx", ndims, shapes, dtypes, {T, h}, dt),
                                Expect(7, "d topk_weights", ndims, shapes, dtypes, {T, k}, wdt),
                                Expect(8, "dw1", ndims, shapes, dtypes, {E, h, 2 * I}, dt),
                                Expect(9, "dw2", ndims, shapes, dtypes, {E, I, h}, dt)})
     if (!m.empty()) return Fail(m);
   const size_t b = hpmoe::cpu::DTypeBytes(c->dtype);
+  hpmoe::ms::TakeHeap(id, true);  // restores this layer's saved state if another layer's forward ran since
+  // Inputs another layer's forward may have overwritten: weights and routing weights (cheap, always copied).
+  Convert(params[3], wdt, Slot(*c, hpmoe::ssc::kSlotTopkWeights), hpmoe::ssc::kFP32, size_t(T * k));
+  std::memcpy(Slot(*c, hpmoe::ssc::kSlotW1), params[4], size_t(E * h * 2 * I) * b);
+  std::memcpy(Slot(*c, hpmoe::ssc::kSlotW2), params[5], size_t(E * I * h) * b);
   std::memcpy(Slot(*c, hpmoe::ssc::kSlotDy), params[2], size_t(T * h) * b);
   if (Launch(*c, 1)) return 1;
   std::memcpy(params[6], Slot(*c, hpmoe::ssc::kSlotDx), size_t(T * h) * b);

@@ -65,7 +65,7 @@ def main(out_dir: str) -> int:
         got = run_cell(cell, inputs, rank, "fp32")
         run_cell(cell, inputs, rank, "fp32")  # same bucket again: no second message
         result["growth"] = {"messages": growth.messages,
-                            "capacity": cell.state.sessions[T].capacity,
+                            "capacity": cell.state.session(T).capacity,
                             "vs_float64": errors(got, float64_reference(inputs, rank), "fp32")}
     except Exception as exc:  # reported to the test through the json, with the traceback on stderr
         traceback.print_exc()
