@@ -76,6 +76,19 @@ class _MoeFunction(nn.Cell):
         return dx, ops.zeros_like(topk_ids), dweights, dw1, dw2
 
 
+def make_core(hidden_size, intermediate_size, num_local_experts, topk, dtype, capacity_factor, ssc_dir, group):
+    """(HostState, differentiable core cell taking (x, topk_ids, topk_weights, w1, w2)); checks the group."""
+    if ms.get_context("device_target") == "Ascend":
+        require_ascend_op()
+    group, ep, rank = ep_group.resolve_group(group)
+    if topk > ep * num_local_experts:
+        raise InputError(f"topk={topk} is larger than the number of experts ep*num_local_experts="
+                         f"{ep * num_local_experts}")
+    state = HostState(hidden_size, intermediate_size, num_local_experts, topk, DTYPES[dtype], capacity_factor,
+                      ssc_dir, ep, rank, ep_group.group_key(group, ep))
+    return state, _MoeFunction(state, group)
+
+
 class HyperParallelMoEFFN(nn.Cell):
     def __init__(self, hidden_size, intermediate_size, num_local_experts, topk, *, dtype=mstype.float32,
                  capacity_factor=None, ssc_dir=None, group=None):
@@ -86,20 +99,14 @@ class HyperParallelMoEFFN(nn.Cell):
                         ("num_local_experts", num_local_experts), ("topk", topk)):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InputError(f"{name} must be a positive integer, got {v!r}")
-        if ms.get_context("device_target") == "Ascend":
-            require_ascend_op()
-        group, ep, rank = ep_group.resolve_group(group)
-        if topk > ep * num_local_experts:
-            raise InputError(f"topk={topk} is larger than the number of experts ep*num_local_experts="
-                             f"{ep * num_local_experts}")
+        self.state, self.moe = make_core(hidden_size, intermediate_size, num_local_experts, topk, dtype,
+                                         capacity_factor, ssc_dir, group)
+        ep, rank = self.state.ep, self.state.rank
         self.hidden_size, self.intermediate_size, self.topk = hidden_size, intermediate_size, topk
         self.num_local_experts, self.ep, self.rank, self.dtype = num_local_experts, ep, rank, dtype
         h, inter, e = hidden_size, intermediate_size, num_local_experts
         self.w1 = Parameter(initializer(Normal(h ** -0.5), [e, h, 2 * inter], dtype), name="w1")
         self.w2 = Parameter(initializer(Normal(inter ** -0.5), [e, inter, h], dtype), name="w2")
-        self.state = HostState(h, inter, e, topk, DTYPES[dtype], capacity_factor, ssc_dir, ep, rank,
-                               ep_group.group_key(group, ep))
-        self.moe = _MoeFunction(self.state, group)
 
     def construct(self, x, topk_ids, topk_weights):
         check_inputs(x.shape, x.dtype, topk_ids.shape, topk_ids.dtype, topk_weights.shape, topk_weights.dtype,
