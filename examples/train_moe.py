@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -67,7 +68,7 @@ def main() -> int:
     from mindspore.communication import management as comm
 
     group = None
-    if "MS_WORKER_NUM" in __import__("os").environ:
+    if "MS_WORKER_NUM" in os.environ:  # launched by msrun
         comm.init()
         group = comm.GlobalComm.WORLD_COMM_GROUP
     ep = comm.get_group_size(group) if group else 1

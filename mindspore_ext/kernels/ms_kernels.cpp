@@ -5,8 +5,10 @@
 // id, one context per layer (contexts.h: layers share a heap; saved state is stashed only when they must).
 //
 // MindSpore's aot signature: params = inputs then outputs; shapes/ndims/dtypes per param; return 0 = success.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -75,12 +77,44 @@ Context* LookupParam(void* param, int32_t* id, std::string* err) {
   return hpmoe::ms::Lookup(*id, err);
 }
 
+// $HPMOE_MS_PROFILE=1: time spent in the twin's launches and in whole kernels, printed at exit (step-time
+// breakdown of examples/train_compare.py; the rest of a step is MindSpore and the host steps).
+struct Profile {
+  double launch_s[2] = {0, 0}, kernel_s[2] = {0, 0};
+  uint64_t calls[2] = {0, 0};
+  bool on = std::getenv("HPMOE_MS_PROFILE") != nullptr;
+  ~Profile() {
+    if (on && (calls[0] || calls[1]))
+      std::fprintf(stderr, "hpmoe mindspore kernel profile: fwd %llu calls, %.2f ms/call in kernel, %.2f in twin "
+                   "launch; bwd %llu calls, %.2f ms/call in kernel, %.2f in twin launch\n",
+                   (unsigned long long)calls[0], 1e3 * kernel_s[0] / double(calls[0] ? calls[0] : 1),
+                   1e3 * launch_s[0] / double(calls[0] ? calls[0] : 1), (unsigned long long)calls[1],
+                   1e3 * kernel_s[1] / double(calls[1] ? calls[1] : 1), 1e3 * launch_s[1] / double(calls[1] ? calls[1] : 1));
+  }
+} g_profile;
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 int Launch(Context& c, uint32_t direction) {
   char err[1024] = {0};
   void* ranks[1] = {c.rank};
+  const double t0 = Now();
   if (c.run(ranks, 1, direction, 0, err, sizeof err) != 0) return Fail(err);
+  g_profile.launch_s[direction] += Now() - t0;
   return 0;
 }
+
+// Adds a kernel's wall time to the profile when it returns.
+struct KernelTimer {
+  uint32_t direction;
+  double t0 = Now();
+  ~KernelTimer() {
+    g_profile.kernel_s[direction] += Now() - t0;
+    ++g_profile.calls[direction];
+  }
+};
 
 }  // namespace
 
@@ -129,6 +163,7 @@ uint64_t hpmoe_ms_stash_bytes(int32_t id) {
 // topk_ids and the routing plan are already in the heap (the plan op ran first: ctx is its output).
 int hpmoe_ms_forward(int nparam, void** params, int* ndims, int64_t** shapes, const char** dtypes, void*, void*) {
   if (nparam != 6) return Fail("forward expects 5 inputs and 1 output, got " + std::to_string(nparam) + " params");
+  KernelTimer timer{0};
   std::string e;
   int32_t id = 0;
   Context* c = LookupParam(params[0], &id, &e);
@@ -161,6 +196,7 @@ int hpmoe_ms_forward(int nparam, void** params, int* ndims, int64_t** shapes, co
 // Outputs: dx [T, h], d topk_weights [T, k], dw1, dw2.
 int hpmoe_ms_backward(int nparam, void** params, int* ndims, int64_t** shapes, const char** dtypes, void*, void*) {
   if (nparam != 10) return Fail("backward expects 6 inputs and 4 outputs, got " + std::to_string(nparam) + " params");
+  KernelTimer timer{1};
   std::string e;
   int32_t id = 0;
   Context* c = LookupParam(params[0], &id, &e);

@@ -16,7 +16,7 @@ def test_short_training_run_agrees_with_the_standard_path(tmp_path):
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["max_rel_loss_diff"] <= 1e-3
+    assert summary["max_rel_loss_diff"] <= 1e-5  # a few steps: rounding-level agreement (no top-k flip yet)
     for curve in summary["loss"].values():
         assert curve[-1] < curve[0], curve
     assert (tmp_path / "loss.png").stat().st_size > 10_000
