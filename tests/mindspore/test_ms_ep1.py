@@ -129,3 +129,38 @@ def test_import_hpmoe_does_not_import_mindspore():
     code = "import sys, hpmoe, hpmoe.runtime, hpmoe.cli; print('mindspore' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _compile(tmp_path, dtype, capacity):
+    from hpmoe.cli import main as hpmoe_main
+
+    assert hpmoe_main(["compile", "--ep", "1", "--tokens", str(T), "--hidden", str(H), "--inter", str(I),
+                       "--experts-per-rank", str(E), "--topk", str(K), "--dtype", dtype, "--tile-m", "16",
+                       "--workers-aic", "1", "--workers-aiv", "1", "--recv-rows-per-src", str(capacity),
+                       "--all-ranks", "--direction", "both", "-o", str(tmp_path)]) == 0
+
+
+def test_ssc_dir_from_hpmoe_compile_is_used(tmp_path):
+    _compile(tmp_path, "fp32", 96)  # T*k = 90 rows fit
+    inputs = group_inputs(1, T, H, I, E, K, "random", "fp32", seed=8)
+    cell = HyperParallelMoEFFN(H, I, E, K, ssc_dir=str(tmp_path))
+    got = run_cell(cell, inputs, 0, "fp32")
+    assert cell.state.session(T).active.bucket.source.startswith("pinned ")
+    for name, (err, tol) in errors(got, float64_reference(inputs, 0), "fp32").items():
+        assert err <= tol, name
+
+
+def test_pinned_bucket_overflow_names_the_bucket_it_needs(tmp_path):
+    _compile(tmp_path, "fp32", 48)
+    cell = HyperParallelMoEFFN(H, I, E, K, ssc_dir=str(tmp_path))
+    ids = np.stack([np.arange(K)] * T).astype(np.int32)
+    with pytest.raises(Exception, match=r"hold C=48; compile with --recv-rows-per-src 96"):
+        _call(cell, np.ones((T, H), np.float32), ids, np.ones((T, K), np.float32)).asnumpy()
+
+
+def test_mismatched_ssc_dir_is_refused(tmp_path):
+    _compile(tmp_path, "fp16", 96)
+    cell = HyperParallelMoEFFN(H, I, E, K, ssc_dir=str(tmp_path))  # fp32 cell
+    ids = np.stack([np.arange(K)] * T).astype(np.int32)
+    with pytest.raises(Exception, match=r"SSC compiled for dtype=fp16, this call needs dtype=fp32"):
+        _call(cell, np.ones((T, H), np.float32), ids, np.ones((T, K), np.float32)).asnumpy()
