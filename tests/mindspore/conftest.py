@@ -2,13 +2,17 @@
 with the reason."""
 from __future__ import annotations
 
+import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-pytest.importorskip("mindspore", reason="MindSpore is not installed (./build.sh setup installs it)")
+
+if importlib.util.find_spec("mindspore") is None:
+    collect_ignore_glob = ["test_*.py", "msrun_worker.py", "ms_cases.py"]
+    print("tests/mindspore skipped: MindSpore is not installed (./build.sh setup installs it)", file=sys.stderr)
 
 
 @pytest.fixture(scope="session", autouse=True)
