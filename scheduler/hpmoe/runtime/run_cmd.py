@@ -21,7 +21,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = make_inputs(cfg, topk_ids, topk_weights, args.seed)
     schedules = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
     mode = "threads" if args.threads else "processes"
-    with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout) as twin:
+    with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout,
+                 backend=args.backend) as twin:
         twin.load_inputs(inputs)  # routing plan + bucket check: refuses before anything runs
         start = time.perf_counter()
         if args.threads:
@@ -35,7 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     reference = moe_reference(inputs.x, inputs.w1, inputs.w2, inputs.topk_ids, inputs.topk_weights, inputs.dy)
     print(f"ep={cfg.ep} tokens={cfg.tokens} hidden={cfg.hidden} inter={cfg.inter} "
           f"experts_per_rank={cfg.experts_per_rank} topk={cfg.topk} dtype={cfg.dtype} C={cfg.recv_rows_per_src} "
-          f"workers={cfg.num_aic}+{cfg.num_aiv} routing={args.routing} ranks as {mode}: "
+          f"workers={cfg.num_aic}+{cfg.num_aiv} routing={args.routing} backend={args.backend} ranks as {mode}: "
           f"fwd+bwd x{args.iterations} in {elapsed:.3f} s")
     ok = True
     for name, err, tol, passed in compare(outputs, reference, cfg.dtype):
@@ -54,4 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", action="store_true", help="ranks as thread groups of one process")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="bound on every wait, seconds")
     p.add_argument("--iterations", type=int, default=1, help="fwd+bwd launches (epoch counters, no reset)")
+    p.add_argument("--backend", choices=["cpu", "ascendc-cpu"], default="cpu",
+                   help="cpu: the CPU twin's handlers; ascendc-cpu: the AscendC kernel compiled against the "
+                        "project's stubs, AIC/AIV cores as threads (docs/ascend.md)")
     p.set_defaults(func=cmd_run)

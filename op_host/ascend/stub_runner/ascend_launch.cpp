@@ -1,0 +1,136 @@
+#include "ascend_launch.h"
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "../../../op_kernel/ascend/kernel_body.h"
+#include "../../../op_kernel/ascend/stub/stub_launch.h"
+#include "../../ssc_loader.h"
+
+extern "C" void hyper_parallel_moe(GM_ADDR ssc, GM_ADDR heap, GM_ADDR workspace, GM_ADDR tiling);
+
+namespace hpmoe {
+namespace ascend {
+namespace {
+
+template <typename... Args>
+std::string Format(const char* fmt, Args... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
+  const bool aic = r.queue < num_aic;
+  const std::string who = Format("rank %u %s worker %u", r.rank, aic ? "AIC" : "AIV", aic ? r.queue : r.queue - num_aic);
+  if (r.status == kLaunchMismatch)
+    return who + (r.detail == -2 ? ": its SSC queue is of the other core type"
+                                 : Format(": launched with %d blocks, not what the SSC was compiled for", r.detail));
+  if (r.status == rt::kHandlerFailed && r.detail == kErrCoreType)
+    return who + Format(": task %u (%s, queue position %u) reached the wrong core type", r.task,
+                        ssc::TaskTypeName(r.task_type), r.position);
+  return cpu::FormatReport(r, num_aic);
+}
+
+}  // namespace
+
+std::string CheckLaunchShape(const ssc::SscConfig& cfg, uint32_t physical_cores) {
+  if (cfg.num_aic == 0 || cfg.num_aic > physical_cores)
+    return Format("the SSC needs %u AI cores (num_aic); this device has %u", cfg.num_aic, physical_cores);
+  if (cfg.num_aiv != 2 * cfg.num_aic)
+    return Format("a MIX_AIC_1_2 launch of %u blocks runs %u AIV workers, but the SSC was compiled for %u: "
+                  "compile with --workers-aiv %u", cfg.num_aic, 2 * cfg.num_aic, cfg.num_aiv, 2 * cfg.num_aic);
+  if (cfg.ep > kMaxEp) return Format("ep=%u exceeds the %u peers the kernel's tiling carries", cfg.ep, kMaxEp);
+  return "";
+}
+
+KernelTiling MakeTiling(const cpu::RankRuntime& rank, uint32_t direction) {
+  const cpu::RankContext& ctx = rank.context();
+  const cpu::HeapLayout& layout = *ctx.layout;
+  KernelTiling t;
+  std::memset(&t, 0, sizeof(t));
+  t.magic = kTilingMagic;
+  t.rank = ctx.rank;
+  t.direction = direction;
+  t.invocation = rank.program(direction).invocation;
+  t.num_blocks = ctx.cfg.num_aic;
+  t.timeout_cycles = rank.options().timeout_ms * kSystemCyclesPerMs;
+  t.counter_offset = layout.counter_offset[direction];
+  t.abort_offset = offsetof(cpu::ControlBlock, abort_rank_plus1);
+  t.config = ctx.cfg;
+  for (uint32_t s = 0; s < ssc::kSlotCount; ++s) {
+    t.slot_offset[s] = layout.slot_offset[s];
+    t.slot_cols[s] = uint32_t(layout.slots[s].cols);
+    t.slot_dtype[s] = layout.slots[s].dtype;
+  }
+  for (uint32_t r = 0; r < ctx.cfg.ep; ++r)
+    t.peer_heap[r] = reinterpret_cast<uint64_t>(ctx.segment) + (int64_t(r) - int64_t(ctx.rank)) * layout.segment_bytes;
+  t.signal_one[0] = 1;
+  return t;
+}
+
+std::string ValidateWholeGroup(cpu::RankRuntime* const* ranks, uint32_t num_ranks, uint32_t direction) {
+  std::vector<const ssc::LoadedSsc*> files(num_ranks, nullptr);
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    const uint32_t r = ranks[i]->rank();
+    if (r >= num_ranks || files[r] != nullptr) return Format("rank %u given twice", r);
+    files[r] = &ranks[i]->loaded(direction);
+  }
+  return ssc::ValidateGroup(files.data(), num_ranks);
+}
+
+std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, uint32_t direction,
+                           std::vector<LaunchLogs>* logs) {
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    const std::string shape = CheckLaunchShape(ranks[i]->context().cfg, kStubPhysicalCores);
+    if (!shape.empty()) return Format("rank %u: ", ranks[i]->rank()) + shape;
+  }
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    const std::string err = ranks[i]->Prepare(direction);
+    if (!err.empty()) return err;
+  }
+  if (logs != nullptr) logs->assign(num_ranks, LaunchLogs{});
+  const uint32_t workers = ranks[0]->context().cfg.num_aic + ranks[0]->context().cfg.num_aiv;
+  std::vector<KernelTiling> tilings(num_ranks);
+  std::vector<std::vector<uint8_t>> workspaces(num_ranks, std::vector<uint8_t>(workers * kReportBytes, 0xFF));
+  std::vector<std::thread> launches;
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    tilings[i] = MakeTiling(*ranks[i], direction);
+    const uint32_t blocks = ranks[i]->context().cfg.num_aic;
+    GM_ADDR ssc = const_cast<GM_ADDR>(ranks[i]->loaded(direction).bytes.data);
+    GM_ADDR heap = ranks[i]->context().segment;
+    GM_ADDR ws = workspaces[i].data();
+    GM_ADDR tiling = reinterpret_cast<GM_ADDR>(&tilings[i]);
+    std::vector<AscendC::stub::CoreLog>* log = logs != nullptr ? &(*logs)[i].cores : nullptr;
+    launches.emplace_back([=] { AscendC::stub::LaunchMix(blocks, &hyper_parallel_moe, log, ssc, heap, ws, tiling); });
+  }
+  for (std::thread& t : launches) t.join();
+  // The primary report is the failure that raised the abort, not one that merely stopped because of it.
+  const rt::WorkerReport* primary = nullptr;
+  int failures = 0;
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    for (uint32_t q = 0; q < workers; ++q) {
+      const rt::WorkerReport* r = reinterpret_cast<const rt::WorkerReport*>(workspaces[i].data() + q * kReportBytes);
+      if (r->status == rt::kOk) continue;
+      if (r->status == -1 && r->rank == 0xFFFFFFFFu)  // the 0xFF fill: the core never wrote its report
+        return Format("rank %u worker %u left no report", ranks[i]->rank(), q);
+      ++failures;
+      if (primary == nullptr || (primary->status == rt::kAborted && r->status != rt::kAborted)) primary = r;
+    }
+  }
+  if (primary == nullptr) return "";
+  if (primary->status != rt::kAborted) {
+    for (uint32_t i = 0; i < num_ranks; ++i) {
+      cpu::ControlBlock* cb = reinterpret_cast<cpu::ControlBlock*>(ranks[i]->context().segment);
+      __atomic_store_n(&cb->abort_rank_plus1, primary->rank + 1, __ATOMIC_RELEASE);  // refuse further launches
+    }
+  }
+  std::string line = Describe(*primary, ranks[0]->context().cfg.num_aic);
+  if (failures > 1) line += Format(" (+%d more workers stopped)", failures - 1);
+  return line;
+}
+
+}  // namespace ascend
+}  // namespace hpmoe

@@ -1,0 +1,38 @@
+// Tiling data of the hyper_parallel_moe kernel: written by the host (op_host/ascend: the CANN tiling function,
+// or the CPU stub launcher), read by every AIC and AIV of the launch. Plain POD, the same bytes on both sides.
+// The SSC itself is not tiling data: it is a GM input the host validated with op_host/ssc_loader.h.
+#pragma once
+
+#include "../ssc_layout.h"
+
+namespace hpmoe {
+namespace ascend {
+
+constexpr uint32_t kMaxEp = 64;             // peers whose symmetric-heap base the tiling carries
+constexpr uint32_t kCounterLineInts = 16;   // a counter's 64-byte line as int32 (kCounterStrideBytes / 4)
+constexpr uint32_t kTilingMagic = 0x48504D54u;  // "TMPH"
+// Status the kernel reports when the launch does not match the SSC's worker counts (before any task ran).
+constexpr int32_t kLaunchMismatch = 6;
+// Handler error: a task reached a core type that cannot run it (cube task on an AIV or vector task on an AIC).
+constexpr int32_t kErrCoreType = 104;
+
+struct KernelTiling {
+  uint32_t magic;           // kTilingMagic
+  uint32_t rank;
+  uint32_t direction;       // ssc::Direction of the SSC this launch runs
+  uint32_t invocation;      // n = 1, 2, ... of that SSC on this rank (epoch rule)
+  uint32_t num_blocks;      // AI cores launched (= SSC num_aic; each brings 2 AIVs)
+  uint32_t reserved0;
+  uint64_t timeout_cycles;  // bound on every wait, in GetSystemCycle() ticks
+  uint64_t counter_offset;  // this direction's event counters, from the heap segment base
+  uint64_t abort_offset;    // the group abort word (int32, own 64-byte line), from the segment base
+  ssc::SscConfig config;
+  uint64_t slot_offset[ssc::kSlotCount];  // every tensor of the op inside the symmetric heap segment
+  uint32_t slot_cols[ssc::kSlotCount];
+  uint32_t slot_dtype[ssc::kSlotCount];
+  uint64_t peer_heap[kMaxEp];             // device address of each rank's heap segment (symmetric layout)
+  alignas(64) int32_t signal_one[kCounterLineInts];  // {1, 0, ..., 0}: the line an AIC adds to a counter
+};
+
+}  // namespace ascend
+}  // namespace hpmoe
