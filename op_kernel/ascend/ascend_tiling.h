@@ -16,6 +16,13 @@ constexpr int32_t kLaunchMismatch = 6;
 // Handler error: a task reached a core type that cannot run it (cube task on an AIV or vector task on an AIC).
 constexpr int32_t kErrCoreType = 104;
 
+// The caller's tensors, in the order of the kernel's arguments (and of the op's inputs, then outputs).
+constexpr uint32_t kNumTensorArgs = 14;
+constexpr uint32_t kTensorArgSlots[kNumTensorArgs] = {
+    ssc::kSlotX,        ssc::kSlotW1,         ssc::kSlotW2,        ssc::kSlotTopkIds,   ssc::kSlotTopkWeights,
+    ssc::kSlotDy,       ssc::kSlotSendRows,   ssc::kSlotSendCounts, ssc::kSlotTokenRows, ssc::kSlotY,
+    ssc::kSlotDx,       ssc::kSlotDW1,        ssc::kSlotDW2,       ssc::kSlotDTopkWeights};
+
 struct KernelTiling {
   uint32_t magic;           // kTilingMagic
   uint32_t rank;
@@ -27,10 +34,10 @@ struct KernelTiling {
   uint64_t counter_offset;  // this direction's event counters, from the heap segment base
   uint64_t abort_offset;    // the group abort word (int32, own 64-byte line), from the segment base
   ssc::SscConfig config;
-  uint64_t slot_offset[ssc::kSlotCount];  // every tensor of the op inside the symmetric heap segment
+  uint64_t slot_offset[ssc::kSlotCount];  // tensors the caller does not pass: offset in the symmetric region
   uint32_t slot_cols[ssc::kSlotCount];
   uint32_t slot_dtype[ssc::kSlotCount];
-  uint64_t peer_heap[kMaxEp];             // device address of each rank's heap segment (symmetric layout)
+  uint64_t peer_heap[kMaxEp];             // each rank's symmetric region (the HCCL window / ACLSHMEM heap)
   alignas(64) int32_t signal_one[kCounterLineInts];  // {1, 0, ..., 0}: the line an AIC adds to a counter
 };
 

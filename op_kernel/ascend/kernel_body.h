@@ -43,7 +43,8 @@ HPMOE_DEVICE void WriteReport(GM_ADDR workspace, uint32_t queue, const rt::Worke
                                     AscendC::DcciDst::CACHELINE_OUT>(g);
 }
 
-HPMOE_DEVICE void RunKernel(GM_ADDR ssc_image, GM_ADDR heap, GM_ADDR workspace, GM_ADDR tiling_gm) {
+// tensors: the caller's tensors in kTensorArgSlots order.
+HPMOE_DEVICE void RunKernel(GM_ADDR ssc_image, const GM_ADDR* tensors, GM_ADDR workspace, GM_ADDR tiling_gm) {
   const __gm__ KernelTiling* tiling = reinterpret_cast<const __gm__ KernelTiling*>(tiling_gm);
   const ssc::SscConfig& cfg = tiling->config;
   const bool aic = g_coreType == AscendC::AIC;
@@ -76,7 +77,11 @@ HPMOE_DEVICE void RunKernel(GM_ADDR ssc_image, GM_ADDR heap, GM_ADDR workspace, 
     return;
   }
   AscendC::TPipe pipe;
-  const KernelContext ctx{tiling, heap};
+  KernelContext ctx;
+  ctx.tiling = tiling;
+  ctx.heap = reinterpret_cast<GM_ADDR>(tiling->peer_heap[tiling->rank]);
+  for (uint32_t s = 0; s < ssc::kSlotCount; ++s) ctx.slot[s] = ctx.heap + tiling->slot_offset[s];
+  for (uint32_t i = 0; i < kNumTensorArgs; ++i) ctx.slot[kTensorArgSlots[i]] = tensors[i];
   AscendSync sync;
   sync.Init(ctx, pipe);
   AscendHandlers handlers;

@@ -1,5 +1,6 @@
-// What every AIC and AIV of a hyper_parallel_moe launch sees: the tiling, this rank's symmetric-heap segment
-// (every tensor of the op at the offset the tiling gives), and symmetric-address translation to peers.
+// What every AIC and AIV of a hyper_parallel_moe launch sees: the tiling, the address of every tensor of the
+// op (the caller's tensors as kernel arguments; the rest in this rank's symmetric region at the offsets the
+// tiling gives), and symmetric-address translation to peers.
 #pragma once
 
 #include "kernel_operator.h"
@@ -13,12 +14,13 @@ namespace ascend {
 
 struct KernelContext {
   const __gm__ KernelTiling* tiling;
-  GM_ADDR heap;  // this rank's segment
+  GM_ADDR heap;                   // this rank's symmetric region (peer_heap[rank])
+  GM_ADDR slot[ssc::kSlotCount];  // every tensor of the op
 
   HPMOE_DEVICE const ssc::SscConfig& cfg() const { return tiling->config; }
   template <class T = uint8_t>
   HPMOE_DEVICE __gm__ T* Slot(uint32_t slot) const {
-    return reinterpret_cast<__gm__ T*>(heap + tiling->slot_offset[slot]);
+    return reinterpret_cast<__gm__ T*>(this->slot[slot]);
   }
   HPMOE_DEVICE uint32_t Cols(uint32_t slot) const { return tiling->slot_cols[slot]; }
   HPMOE_DEVICE uint32_t DType(uint32_t slot) const { return tiling->slot_dtype[slot]; }

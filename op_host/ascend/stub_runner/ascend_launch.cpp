@@ -9,7 +9,10 @@
 #include "../../../op_kernel/ascend/stub/stub_launch.h"
 #include "../../ssc_loader.h"
 
-extern "C" void hyper_parallel_moe(GM_ADDR ssc, GM_ADDR heap, GM_ADDR workspace, GM_ADDR tiling);
+extern "C" void hyper_parallel_moe(GM_ADDR x, GM_ADDR w1, GM_ADDR w2, GM_ADDR topk_ids, GM_ADDR topk_weights,
+                                   GM_ADDR dy, GM_ADDR send_rows, GM_ADDR send_counts, GM_ADDR token_rows,
+                                   GM_ADDR ssc, GM_ADDR y, GM_ADDR dx, GM_ADDR dw1, GM_ADDR dw2,
+                                   GM_ADDR dtopk_weights, GM_ADDR workspace, GM_ADDR tiling);
 
 namespace hpmoe {
 namespace ascend {
@@ -100,11 +103,17 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
     tilings[i] = MakeTiling(*ranks[i], direction);
     const uint32_t blocks = ranks[i]->context().cfg.num_aic;
     GM_ADDR ssc = const_cast<GM_ADDR>(ranks[i]->loaded(direction).bytes.data);
-    GM_ADDR heap = ranks[i]->context().segment;
+    // On the CPU every tensor of the op lives in the twin's heap segment; the caller's tensors are passed
+    // as kernel arguments all the same, as the op package passes the framework's tensors.
+    GM_ADDR t[kNumTensorArgs];
+    for (uint32_t a = 0; a < kNumTensorArgs; ++a) t[a] = ranks[i]->context().Slot(kTensorArgSlots[a]);
     GM_ADDR ws = workspaces[i].data();
     GM_ADDR tiling = reinterpret_cast<GM_ADDR>(&tilings[i]);
     std::vector<AscendC::stub::CoreLog>* log = logs != nullptr ? &(*logs)[i].cores : nullptr;
-    launches.emplace_back([=] { AscendC::stub::LaunchMix(blocks, &hyper_parallel_moe, log, ssc, heap, ws, tiling); });
+    launches.emplace_back([=] {
+      AscendC::stub::LaunchMix(blocks, &hyper_parallel_moe, log, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+                               t[8], ssc, t[9], t[10], t[11], t[12], t[13], ws, tiling);
+    });
   }
   for (std::thread& t : launches) t.join();
   // The primary report is the failure that raised the abort, not one that merely stopped because of it.

@@ -2,13 +2,18 @@
 // AIV client: the kernel defines ASCENDC_CUBE_ONLY, so no AIC<->AIV message flags are involved).
 // Doc pages (asc-devkit, docs/zh/api/SIMD-API/高阶API/矩阵计算/Matmul/...): Matmul使用说明.md, MatmulType.md,
 // Init.md, SetOrgShape.md, SetSingleShape.md, SetTensorA.md, SetTensorB.md, IterateAll.md (enAtomic), End.md.
-// Numerics: every output element is one fp32 sum over k ascending (the cube accumulates in fp32 in L0C);
-// fp16/bf16 operands are exact in fp32, and a 16-bit C is rounded to nearest even once (the fixpipe), an
-// fp32 C with enAtomic = 1 is added to what GM holds. The hardware's k blocking changes the sum's order.
+// Numerics: operands widened to fp32 (exact for fp16/bf16), products summed in fp32 (the cube accumulates
+// in fp32 in L0C), a 16-bit C rounded to nearest even once (the fixpipe); enAtomic = 1 adds an fp32 result to
+// what GM holds. The stub's cube is the CPU twin's GEMM (op_kernel/cpu/gemm.h, Eigen, blocking fixed by the
+// sizes), so the stub-executed kernel and the twin agree bit for bit on every GEMM; the NPU's cube blocks k
+// by baseK and so sums in another order (last-bit differences, inside the float64 tolerances).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <vector>
+
+#include "../../../cpu/gemm.h"
 
 #include "../stub_copy.h"
 #include "../stub_core.h"
@@ -60,31 +65,41 @@ class Matmul {
   }
   void IterateAll(const GlobalTensor<C>& c, uint8_t en_atomic = 0) {
     if (stub::Core().core_type != AIC) stub::Fail("Matmul::IterateAll on a vector core (cube-only use)");
-    const A* a = a_.GetPhyAddr();
-    const B* b = b_.GetPhyAddr();
-    C* out = c.GetPhyAddr();
-    for (int32_t i = 0; i < m_; ++i) {
-      for (int32_t j = 0; j < n_; ++j) {
-        float acc = 0.0f;
-        for (int32_t p = 0; p < k_; ++p) {
-          const A av = trans_a_ ? a[int64_t(p) * org_m_ + i] : a[int64_t(i) * org_k_ + p];
-          const B bv = trans_b_ ? b[int64_t(j) * org_k_ + p] : b[int64_t(p) * org_n_ + j];
-          acc += stub::ToFloat(av) * stub::ToFloat(bv);
-        }
-        C& dst = out[int64_t(i) * org_n_ + j];
-        if constexpr (sizeof(C) == 4) {
-          if (en_atomic != 0) {
-            stub::AddInto(&dst, &acc, 1);
+    if (en_atomic != 0 && sizeof(C) != 4) stub::Fail("Matmul atomic accumulation needs an fp32 C");
+    // Operands as dense fp32: A is m x k (stored k x m when transposed), B as stored.
+    const int64_t a_rows = trans_a_ ? k_ : m_, a_cols = trans_a_ ? m_ : k_, a_ld = trans_a_ ? org_m_ : org_k_;
+    const int64_t b_rows = trans_b_ ? n_ : k_, b_cols = trans_b_ ? k_ : n_, b_ld = trans_b_ ? org_k_ : org_n_;
+    std::vector<float> a(size_t(a_rows * a_cols)), b(size_t(b_rows * b_cols)), out(size_t(m_) * n_, 0.0f);
+    for (int64_t i = 0; i < a_rows; ++i)
+      for (int64_t j = 0; j < a_cols; ++j) a[size_t(i * a_cols + j)] = stub::ToFloat(a_.GetPhyAddr()[i * a_ld + j]);
+    for (int64_t i = 0; i < b_rows; ++i)
+      for (int64_t j = 0; j < b_cols; ++j) b[size_t(i * b_cols + j)] = stub::ToFloat(b_.GetPhyAddr()[i * b_ld + j]);
+    C* dst = c.GetPhyAddr();
+    if (trans_a_) {
+      // A^T B accumulated onto the fp32 C (zeroed first unless enAtomic): one core owns each C block.
+      float* cf = reinterpret_cast<float*>(dst);
+      if (en_atomic == 0)
+        for (int32_t i = 0; i < m_; ++i) std::memset(cf + int64_t(i) * org_n_, 0, size_t(n_) * 4);
+      hpmoe::cpu::GemmAtBAccumulate(k_, m_, n_, a.data(), a_cols, b.data(), b_cols, cf, org_n_);
+    } else {
+      hpmoe::cpu::GemmRowMajor(m_, n_, k_, a.data(), a_cols, b.data(), b_cols, trans_b_, out.data(), n_);
+      for (int32_t i = 0; i < m_; ++i) {
+        for (int32_t j = 0; j < n_; ++j) {
+          C& d = dst[int64_t(i) * org_n_ + j];
+          const float v = out[size_t(i) * n_ + j];
+          if constexpr (sizeof(C) == 4) {
+            if (en_atomic != 0) {
+              stub::AddInto(&d, reinterpret_cast<const C*>(&v), 1);
+            } else {
+              d = stub::FromFloat<C>(v);
+            }
           } else {
-            dst = acc;
+            d = stub::FromFloat<C>(v);
           }
-        } else {
-          if (en_atomic != 0) stub::Fail("Matmul atomic accumulation needs an fp32 C");
-          dst = stub::FromFloat<C>(acc);
         }
       }
     }
-    stub::Log(stub::Op::kMatmulIterateAll, en_atomic, out, uint64_t(m_) * org_n_ * sizeof(C));
+    stub::Log(stub::Op::kMatmulIterateAll, en_atomic, dst, uint64_t(m_) * org_n_ * sizeof(C));
   }
   void End() {}
 
