@@ -88,7 +88,7 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
                            std::vector<LaunchLogs>* logs) {
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const std::string shape = CheckLaunchShape(ranks[i]->context().cfg, kStubPhysicalCores);
-    if (!shape.empty()) return Format("rank %u: ", ranks[i]->rank()) + shape;
+    if (!shape.empty()) return shape;
   }
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const std::string err = ranks[i]->Prepare(direction);
