@@ -11,6 +11,7 @@ namespace ascend {
 constexpr uint32_t kMaxEp = 64;             // peers whose symmetric-heap base the tiling carries
 constexpr uint32_t kCounterLineInts = 16;   // a counter's 64-byte line as int32 (kCounterStrideBytes / 4)
 constexpr uint32_t kTilingMagic = 0x48504D54u;  // "TMPH"
+constexpr uint32_t kReportBytes = 64;           // workspace: one WorkerReport per worker queue, a line each
 // Status the kernel reports when the launch does not match the SSC's worker counts (before any task ran).
 constexpr int32_t kLaunchMismatch = 6;
 // Handler error: a task reached a core type that cannot run it (cube task on an AIV or vector task on an AIC).

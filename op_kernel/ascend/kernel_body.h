@@ -14,7 +14,6 @@
 namespace hpmoe {
 namespace ascend {
 
-constexpr uint32_t kReportBytes = 64;  // one WorkerReport per worker queue, one cache line each
 static_assert(sizeof(rt::WorkerReport) <= kReportBytes, "WorkerReport outgrew its line");
 
 // Pointers into the SSC image in GM. The host accepted this image with ssc::LoadSsc (and ValidateGroup where

@@ -8,6 +8,7 @@
 #include "../../../op_kernel/ascend/kernel_body.h"
 #include "../../../op_kernel/ascend/stub/stub_launch.h"
 #include "../../ssc_loader.h"
+#include "../tiling_builder.h"
 
 extern "C" void hyper_parallel_moe(GM_ADDR x, GM_ADDR w1, GM_ADDR w2, GM_ADDR topk_ids, GM_ADDR topk_weights,
                                    GM_ADDR dy, GM_ADDR send_rows, GM_ADDR send_counts, GM_ADDR token_rows,
@@ -39,39 +40,32 @@ std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
 
 }  // namespace
 
-std::string CheckLaunchShape(const ssc::SscConfig& cfg, uint32_t physical_cores) {
-  if (cfg.num_aic == 0 || cfg.num_aic > physical_cores)
-    return Format("the SSC needs %u AI cores (num_aic); this device has %u", cfg.num_aic, physical_cores);
-  if (cfg.num_aiv != 2 * cfg.num_aic)
-    return Format("a MIX_AIC_1_2 launch of %u blocks runs %u AIV workers, but the SSC was compiled for %u: "
-                  "compile with --workers-aiv %u", cfg.num_aic, 2 * cfg.num_aic, cfg.num_aiv, 2 * cfg.num_aic);
-  if (cfg.ep > kMaxEp) return Format("ep=%u exceeds the %u peers the kernel's tiling carries", cfg.ep, kMaxEp);
-  return "";
-}
-
-KernelTiling MakeTiling(const cpu::RankRuntime& rank, uint32_t direction) {
+std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, KernelTiling* tiling) {
   const cpu::RankContext& ctx = rank.context();
   const cpu::HeapLayout& layout = *ctx.layout;
-  KernelTiling t;
-  std::memset(&t, 0, sizeof(t));
-  t.magic = kTilingMagic;
-  t.rank = ctx.rank;
-  t.direction = direction;
-  t.invocation = rank.program(direction).invocation;
-  t.num_blocks = ctx.cfg.num_aic;
-  t.timeout_cycles = rank.options().timeout_ms * kSystemCyclesPerMs;
-  t.counter_offset = layout.counter_offset[direction];
-  t.abort_offset = offsetof(cpu::ControlBlock, abort_rank_plus1);
-  t.config = ctx.cfg;
-  for (uint32_t s = 0; s < ssc::kSlotCount; ++s) {
-    t.slot_offset[s] = layout.slot_offset[s];
-    t.slot_cols[s] = uint32_t(layout.slots[s].cols);
-    t.slot_dtype[s] = layout.slots[s].dtype;
-  }
-  for (uint32_t r = 0; r < ctx.cfg.ep; ++r)
-    t.peer_heap[r] = reinterpret_cast<uint64_t>(ctx.segment) + (int64_t(r) - int64_t(ctx.rank)) * layout.segment_bytes;
-  t.signal_one[0] = 1;
-  return t;
+  uint64_t regions[kMaxEp] = {};
+  for (uint32_t r = 0; r < ctx.cfg.ep && r < kMaxEp; ++r)
+    regions[r] = reinterpret_cast<uint64_t>(ctx.segment) + (int64_t(r) - int64_t(ctx.rank)) * layout.segment_bytes;
+  const ssc::LoadedSsc& file = rank.loaded(direction);
+  TilingRequest req;
+  req.ssc = file.bytes.data;
+  req.ssc_bytes = file.bytes.size;
+  req.expected = &ctx.cfg;
+  req.rank = ctx.rank;
+  req.direction = direction;
+  req.invocation = rank.program(direction).invocation;
+  req.counters_fwd = layout.counter_capacity[0];
+  req.counters_bwd = layout.counter_capacity[1];
+  req.core_num_aic = kStubPhysicalCores;
+  req.core_num_aiv = 2 * kStubPhysicalCores;
+  req.timeout_ms = rank.options().timeout_ms;
+  req.peer_regions = regions;
+  TilingResult result;
+  const std::string err = BuildTiling(req, &result);
+  if (!err.empty()) return err;
+  if (result.region_bytes != layout.segment_bytes) return "the op's region layout differs from the CPU heap's";
+  *tiling = result.tiling;
+  return "";
 }
 
 std::string ValidateWholeGroup(cpu::RankRuntime* const* ranks, uint32_t num_ranks, uint32_t direction) {
@@ -87,10 +81,6 @@ std::string ValidateWholeGroup(cpu::RankRuntime* const* ranks, uint32_t num_rank
 std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, uint32_t direction,
                            std::vector<LaunchLogs>* logs) {
   for (uint32_t i = 0; i < num_ranks; ++i) {
-    const std::string shape = CheckLaunchShape(ranks[i]->context().cfg, kStubPhysicalCores);
-    if (!shape.empty()) return shape;
-  }
-  for (uint32_t i = 0; i < num_ranks; ++i) {
     const std::string err = ranks[i]->Prepare(direction);
     if (!err.empty()) return err;
   }
@@ -100,7 +90,10 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
   std::vector<std::vector<uint8_t>> workspaces(num_ranks, std::vector<uint8_t>(workers * kReportBytes, 0xFF));
   std::vector<std::thread> launches;
   for (uint32_t i = 0; i < num_ranks; ++i) {
-    tilings[i] = MakeTiling(*ranks[i], direction);
+    const std::string err = MakeTiling(*ranks[i], direction, &tilings[i]);
+    if (!err.empty()) return err;
+  }
+  for (uint32_t i = 0; i < num_ranks; ++i) {
     const uint32_t blocks = ranks[i]->context().cfg.num_aic;
     GM_ADDR ssc = const_cast<GM_ADDR>(ranks[i]->loaded(direction).bytes.data);
     // On the CPU every tensor of the op lives in the twin's heap segment; the caller's tensors are passed

@@ -20,12 +20,9 @@ namespace ascend {
 constexpr uint32_t kStubPhysicalCores = 25;
 constexpr uint64_t kSystemCyclesPerMs = 50000;  // 50 MHz system counter
 
-// Checks that `cfg` can launch as MIX_AIC_1_2 on this device: numBlocks = num_aic <= physical cores and
-// num_aiv = 2 * num_aic (each AI core brings exactly two AIVs). Returns "" or one line.
-std::string CheckLaunchShape(const ssc::SscConfig& cfg, uint32_t physical_cores);
-
-// The tiling of one launch of `direction` on `rank` (after RankRuntime::Prepare bumped its invocation).
-KernelTiling MakeTiling(const cpu::RankRuntime& rank, uint32_t direction);
+// The tiling of one launch of `direction` on `rank` (after RankRuntime::Prepare bumped its invocation),
+// built by the op's own tiling code (op_host/ascend/tiling_builder.h). Returns "" or one line.
+std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, KernelTiling* tiling);
 
 struct LaunchLogs {
   std::vector<AscendC::stub::CoreLog> cores;  // AIC blocks, then AIV blocks

@@ -52,7 +52,9 @@ std::string WriteLogs(const char* path, RankRuntime* const* ranks, uint32_t num_
   if (m == nullptr) return "cannot write " + meta_path;
   std::fprintf(m, "{\"ranks\": [");
   for (uint32_t i = 0; i < num_ranks; ++i) {
-    const hpmoe::ascend::KernelTiling t = hpmoe::ascend::MakeTiling(*ranks[i], direction);
+    hpmoe::ascend::KernelTiling t;
+    const std::string err = hpmoe::ascend::MakeTiling(*ranks[i], direction, &t);
+    if (!err.empty()) return err;
     const hpmoe::ssc::LoadedSsc& l = ranks[i]->loaded(direction);
     std::fprintf(m, "%s{\"rank\": %u, \"segment\": %llu, \"counters\": %llu, \"num_events\": %u, \"queues\": %llu, "
                     "\"num_queues\": %u}", i ? ", " : "", t.rank,
