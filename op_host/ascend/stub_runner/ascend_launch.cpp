@@ -12,7 +12,7 @@
 
 extern "C" void hyper_parallel_moe(GM_ADDR x, GM_ADDR w1, GM_ADDR w2, GM_ADDR topk_ids, GM_ADDR topk_weights,
                                    GM_ADDR dy, GM_ADDR send_rows, GM_ADDR send_counts, GM_ADDR token_rows,
-                                   GM_ADDR ssc, GM_ADDR y, GM_ADDR dx, GM_ADDR dw1, GM_ADDR dw2,
+                                   GM_ADDR ssc, GM_ADDR epoch, GM_ADDR y, GM_ADDR dx, GM_ADDR dw1, GM_ADDR dw2,
                                    GM_ADDR dtopk_weights, GM_ADDR workspace, GM_ADDR tiling);
 
 namespace hpmoe {
@@ -88,10 +88,12 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
   const uint32_t workers = ranks[0]->context().cfg.num_aic + ranks[0]->context().cfg.num_aiv;
   std::vector<KernelTiling> tilings(num_ranks);
   std::vector<std::vector<uint8_t>> workspaces(num_ranks, std::vector<uint8_t>(workers * kReportBytes, 0xFF));
+  std::vector<int64_t> epochs(num_ranks);
   std::vector<std::thread> launches;
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const std::string err = MakeTiling(*ranks[i], direction, &tilings[i]);
     if (!err.empty()) return err;
+    epochs[i] = tilings[i].invocation;
   }
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const uint32_t blocks = ranks[i]->context().cfg.num_aic;
@@ -101,11 +103,12 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
     GM_ADDR t[kNumTensorArgs];
     for (uint32_t a = 0; a < kNumTensorArgs; ++a) t[a] = ranks[i]->context().Slot(kTensorArgSlots[a]);
     GM_ADDR ws = workspaces[i].data();
+    GM_ADDR epoch = reinterpret_cast<GM_ADDR>(&epochs[i]);
     GM_ADDR tiling = reinterpret_cast<GM_ADDR>(&tilings[i]);
     std::vector<AscendC::stub::CoreLog>* log = logs != nullptr ? &(*logs)[i].cores : nullptr;
     launches.emplace_back([=] {
       AscendC::stub::LaunchMix(blocks, &hyper_parallel_moe, log, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
-                               t[8], ssc, t[9], t[10], t[11], t[12], t[13], ws, tiling);
+                               t[8], ssc, epoch, t[9], t[10], t[11], t[12], t[13], ws, tiling);
     });
   }
   for (std::thread& t : launches) t.join();
