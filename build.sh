@@ -37,6 +37,12 @@ setup() {
   log "building C++ (build/)"
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$BUILD" -j "$JOBS" >/dev/null
+  if [ -n "${ASCEND_HOME_PATH:-}" ]; then  # issue 9: the AscendC op package, only where CANN is installed
+    log "building the AscendC op package (CANN at $ASCEND_HOME_PATH)"
+    op_host/ascend/package/build_package.sh "$BUILD/ascend_op_package"
+  else
+    log "AscendC op package skipped: ASCEND_HOME_PATH is not set (no CANN toolkit); the kernel was built against the project's stubs (--backend ascendc-cpu)"
+  fi
 }
 
 demo() {

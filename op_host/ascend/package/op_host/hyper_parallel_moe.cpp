@@ -9,7 +9,7 @@
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
-#include "../../tiling_builder.h"
+#include "../../tiling_builder.h"  // op_host/ascend/tiling_builder.h
 
 namespace hpmoe_op {
 
