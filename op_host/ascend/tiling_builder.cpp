@@ -61,7 +61,6 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
     t.slot_cols[s] = uint32_t(layout.slots[s].cols);
     t.slot_dtype[s] = layout.slots[s].dtype;
   }
-  for (uint32_t r = 0; req.peer_regions != nullptr && r < cfg.ep; ++r) t.peer_heap[r] = req.peer_regions[r];
   t.signal_one[0] = 1;
   out->block_dim = cfg.num_aic;
   out->schedule_mode = 1;

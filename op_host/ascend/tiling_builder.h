@@ -25,7 +25,6 @@ struct TilingRequest {
   uint32_t core_num_aic = 0;     // the device's cores (PlatformAscendC::GetCoreNumAic / GetCoreNumAiv)
   uint32_t core_num_aiv = 0;
   uint64_t timeout_ms = 30000;
-  const uint64_t* peer_regions = nullptr;  // each rank's symmetric region; nullptr: left 0 (see docs/ascend.md)
 };
 
 struct TilingResult {
@@ -33,7 +32,7 @@ struct TilingResult {
   uint32_t block_dim = 0;        // SetBlockDim: AI cores = num_aic
   uint32_t schedule_mode = 0;    // SetScheduleMode: 1 = batch (all cores resident; workers spin on each other)
   uint64_t workspace_bytes = 0;  // user workspace: one WorkerReport line per worker
-  uint64_t region_bytes = 0;     // symmetric region per rank (HCCL window / heap segment) the layout needs
+  uint64_t region_bytes = 0;     // symmetric region per rank the layout needs (HCCL_BUFFSIZE must cover it)
 };
 
 // Returns "" or one line naming what is wrong.

@@ -1,6 +1,7 @@
 // Tiling data of the hyper_parallel_moe kernel: written by the host (op_host/ascend: the CANN tiling function,
 // or the CPU stub launcher), read by every AIC and AIV of the launch. Plain POD, the same bytes on both sides.
-// The SSC itself is not tiling data: it is a GM input the host validated with op_host/ssc_loader.h.
+// The SSC itself is not tiling data: it is a GM input the host validated with op_host/ssc_loader.h. Where each
+// rank's symmetric region is comes from the EP group's HCCL context in the kernel (GetWindowsInAddr).
 #pragma once
 
 #include "../ssc_layout.h"
@@ -38,7 +39,6 @@ struct KernelTiling {
   uint64_t slot_offset[ssc::kSlotCount];  // tensors the caller does not pass: offset in the symmetric region
   uint32_t slot_cols[ssc::kSlotCount];
   uint32_t slot_dtype[ssc::kSlotCount];
-  uint64_t peer_heap[kMaxEp];             // each rank's symmetric region (the HCCL window / ACLSHMEM heap)
   alignas(64) int32_t signal_one[kCounterLineInts];  // {1, 0, ..., 0}: the line an AIC adds to a counter
 };
 

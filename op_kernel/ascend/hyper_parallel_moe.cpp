@@ -6,8 +6,9 @@
 //                     the tiling)
 //   y .. dtopk_weights the op's outputs (a forward launch writes y, a backward launch the gradients)
 //   workspace         one WorkerReport per worker queue
-//   tiling            KernelTiling (op_kernel/ascend/ascend_tiling.h): sizes, the symmetric region of each
-//                     rank (dispatch/return buffers, saved activations, event counters, abort word)
+//   tiling            KernelTiling (op_kernel/ascend/ascend_tiling.h): sizes, and where each tensor the caller
+//                     does not pass sits in the symmetric region (dispatch/return buffers, saved activations,
+//                     event counters, abort word); the regions are the EP group's HCCL windows
 // Launch in batch schedule mode (SetScheduleMode(1)): workers spin on other cores' counters, so every core
 // of the launch must be resident at once.
 #define ASCENDC_CUBE_ONLY  // the AIC calls the Matmul API itself; no AIV client, no message flags

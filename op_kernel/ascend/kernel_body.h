@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernel_operator.h"
+#include "lib/hccl/hccl.h"
 
 #include "../runtime/worker_loop.h"
 #include "ascend_handlers.h"
@@ -55,8 +56,12 @@ HPMOE_DEVICE void RunKernel(GM_ADDR ssc_image, const GM_ADDR* tensors, GM_ADDR w
   report.event = ssc::kNoEvent;
   report.invocation = tiling->invocation;
   // The compiled worker counts must be what this launch got: numBlocks AICs and 2 * numBlocks AIVs.
+  // The EP group's windows are the symmetric regions (MC2: the op's `group` attribute names the group).
+  AscendC::Hccl hccl;
+  hccl.Init(AscendC::GetHcclContext<AscendC::HCCL_GROUP_ID_0>());
   const bool launch_ok = tiling->magic == kTilingMagic && uint32_t(AscendC::GetBlockNum()) == cfg.num_aic &&
-                         cfg.num_aiv == 2 * cfg.num_aic && tiling->num_blocks == cfg.num_aic;
+                         cfg.num_aiv == 2 * cfg.num_aic && tiling->num_blocks == cfg.num_aic &&
+                         hccl.GetRankDim() == cfg.ep && hccl.GetRankId() == tiling->rank && cfg.ep <= kMaxEp;
   if (!launch_ok) {
     report.status = kLaunchMismatch;
     report.detail = int32_t(AscendC::GetBlockNum());
@@ -78,7 +83,8 @@ HPMOE_DEVICE void RunKernel(GM_ADDR ssc_image, const GM_ADDR* tensors, GM_ADDR w
   AscendC::TPipe pipe;
   KernelContext ctx;
   ctx.tiling = tiling;
-  ctx.heap = reinterpret_cast<GM_ADDR>(tiling->peer_heap[tiling->rank]);
+  for (uint32_t r = 0; r < cfg.ep; ++r) ctx.peer[r] = reinterpret_cast<uint64_t>(hccl.GetWindowsInAddr(r));
+  ctx.heap = reinterpret_cast<GM_ADDR>(ctx.peer[tiling->rank]);
   for (uint32_t s = 0; s < ssc::kSlotCount; ++s) ctx.slot[s] = ctx.heap + tiling->slot_offset[s];
   for (uint32_t i = 0; i < kNumTensorArgs; ++i) ctx.slot[kTensorArgSlots[i]] = tensors[i];
   AscendSync sync;

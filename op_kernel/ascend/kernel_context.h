@@ -14,8 +14,9 @@ namespace ascend {
 
 struct KernelContext {
   const __gm__ KernelTiling* tiling;
-  GM_ADDR heap;                   // this rank's symmetric region (peer_heap[rank])
+  GM_ADDR heap;                   // this rank's symmetric region (its HCCL window)
   GM_ADDR slot[ssc::kSlotCount];  // every tensor of the op
+  uint64_t peer[kMaxEp];          // every rank's symmetric region (GetWindowsInAddr)
 
   HPMOE_DEVICE const ssc::SscConfig& cfg() const { return tiling->config; }
   template <class T = uint8_t>
@@ -30,10 +31,10 @@ struct KernelContext {
   }
   HPMOE_DEVICE uint64_t RowBytes(uint32_t slot) const { return uint64_t(Cols(slot)) * ElemBytes(slot); }
   HPMOE_DEVICE GM_ADDR Row(uint32_t slot, uint64_t row) const { return Slot(slot) + row * RowBytes(slot); }
-  // The same symmetric address on `rank` (ACLSHMEM: p2p_heap_base[pe] + (p - heap_base)).
+  // The same symmetric address on `rank`: its window base + our offset (every rank lays its window out alike).
   HPMOE_DEVICE GM_ADDR Remote(const void* local, uint32_t rank) const {
     const uint64_t off = reinterpret_cast<uint64_t>(local) - reinterpret_cast<uint64_t>(heap);
-    return reinterpret_cast<GM_ADDR>(tiling->peer_heap[rank] + off);
+    return reinterpret_cast<GM_ADDR>(peer[rank] + off);
   }
 };
 

@@ -32,7 +32,7 @@ void IdentityKernel(GM_ADDR) {
 
 TEST(AscendStub, MixedLaunchHasOneAicAndTwoAivsPerCore) {
   g_seen.clear();
-  stub::LaunchMix<GM_ADDR>(3, &IdentityKernel, nullptr, nullptr);
+  stub::LaunchMix<GM_ADDR>(3, &IdentityKernel, stub::LaunchEnv{}, nullptr);
   std::set<int64_t> aic, aiv;
   for (const Seen& s : g_seen) {
     EXPECT_EQ(s.num, 3);
@@ -69,7 +69,7 @@ void AtomicKernel(GM_ADDR gm) {
 TEST(AscendStub, AtomicDataCopyAddsFromEveryCore) {
   std::memset(g_counter, 0, sizeof(g_counter));
   // AIC threads have an L1 arena, so the same kernel runs there too (the kernel itself signals from A1).
-  stub::LaunchMix<GM_ADDR>(4, &AtomicKernel, nullptr, reinterpret_cast<GM_ADDR>(g_counter));
+  stub::LaunchMix<GM_ADDR>(4, &AtomicKernel, stub::LaunchEnv{}, reinterpret_cast<GM_ADDR>(g_counter));
   EXPECT_EQ(g_counter[0], 12 * 1000);
   for (int i = 1; i < 16; ++i) EXPECT_EQ(g_counter[i], 0);
 }
@@ -80,7 +80,7 @@ stub::CoreLog OnAiv(F f) {
   std::vector<stub::CoreLog> logs;
   static F* fn;
   fn = &f;
-  stub::LaunchMix<GM_ADDR>(1, +[](GM_ADDR) { if (g_coreType == AIV && GetBlockIdx() == 0) (*fn)(); }, &logs, nullptr);
+  stub::LaunchMix<GM_ADDR>(1, +[](GM_ADDR) { if (g_coreType == AIV && GetBlockIdx() == 0) (*fn)(); }, stub::LaunchEnv{&logs}, nullptr);
   return logs[1];
 }
 
@@ -187,7 +187,7 @@ TEST(AscendStub, MatmulMatchesFloat64WithTransposesAndAtomicAccumulation) {
     mm.SetTensorB(gb, false);
     mm.IterateAll(gacc, 1);
     mm.End();
-  }, &logs, nullptr);
+  }, stub::LaunchEnv{&logs}, nullptr);
   for (int i = 0; i < m; ++i) {
     for (int j = 0; j < n; ++j) {
       double ref = 0;
@@ -206,7 +206,7 @@ TEST(AscendStubDeathTest, CubeAndVectorWorkStayOnTheirCores) {
                  TBuf<TPosition::A1> buf;
                  pipe.InitBuffer(buf, 64);
                  Duplicate(buf.Get<float>(), 0.0f, 16);
-               }, nullptr, nullptr),
+               }, stub::LaunchEnv{}, nullptr),
                "vector instruction issued on an AIC");
 }
 

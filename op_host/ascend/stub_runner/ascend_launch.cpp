@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "../../../op_kernel/ascend/kernel_body.h"
+#include "../../../op_kernel/ascend/stub/lib/hccl/hccl.h"
 #include "../../../op_kernel/ascend/stub/stub_launch.h"
 #include "../../ssc_loader.h"
 #include "../tiling_builder.h"
@@ -43,9 +44,6 @@ std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
 std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, KernelTiling* tiling) {
   const cpu::RankContext& ctx = rank.context();
   const cpu::HeapLayout& layout = *ctx.layout;
-  uint64_t regions[kMaxEp] = {};
-  for (uint32_t r = 0; r < ctx.cfg.ep && r < kMaxEp; ++r)
-    regions[r] = reinterpret_cast<uint64_t>(ctx.segment) + (int64_t(r) - int64_t(ctx.rank)) * layout.segment_bytes;
   const ssc::LoadedSsc& file = rank.loaded(direction);
   TilingRequest req;
   req.ssc = file.bytes.data;
@@ -59,7 +57,6 @@ std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, KernelT
   req.core_num_aic = kStubPhysicalCores;
   req.core_num_aiv = 2 * kStubPhysicalCores;
   req.timeout_ms = rank.options().timeout_ms;
-  req.peer_regions = regions;
   TilingResult result;
   const std::string err = BuildTiling(req, &result);
   if (!err.empty()) return err;
@@ -89,6 +86,16 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
   std::vector<KernelTiling> tilings(num_ranks);
   std::vector<std::vector<uint8_t>> workspaces(num_ranks, std::vector<uint8_t>(workers * kReportBytes, 0xFF));
   std::vector<int64_t> epochs(num_ranks);
+  // The HCCL context of each rank: its windows are the twin's heap segments (same layout on every rank).
+  std::vector<AscendC::stub::HcclContext> groups(num_ranks);
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    const cpu::RankContext& ctx = ranks[i]->context();
+    groups[i].rank_id = ctx.rank;
+    groups[i].rank_dim = ctx.cfg.ep;
+    for (uint32_t r = 0; r < ctx.cfg.ep && r < kMaxEp; ++r)
+      groups[i].windows_in[r] =
+          reinterpret_cast<uint64_t>(ctx.segment) + (int64_t(r) - int64_t(ctx.rank)) * ctx.layout->segment_bytes;
+  }
   std::vector<std::thread> launches;
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const std::string err = MakeTiling(*ranks[i], direction, &tilings[i]);
@@ -105,9 +112,11 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
     GM_ADDR ws = workspaces[i].data();
     GM_ADDR epoch = reinterpret_cast<GM_ADDR>(&epochs[i]);
     GM_ADDR tiling = reinterpret_cast<GM_ADDR>(&tilings[i]);
-    std::vector<AscendC::stub::CoreLog>* log = logs != nullptr ? &(*logs)[i].cores : nullptr;
+    AscendC::stub::LaunchEnv env;
+    env.logs = logs != nullptr ? &(*logs)[i].cores : nullptr;
+    env.hccl_context = &groups[i];
     launches.emplace_back([=] {
-      AscendC::stub::LaunchMix(blocks, &hyper_parallel_moe, log, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+      AscendC::stub::LaunchMix(blocks, &hyper_parallel_moe, env, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
                                t[8], ssc, epoch, t[9], t[10], t[11], t[12], t[13], ws, tiling);
     });
   }

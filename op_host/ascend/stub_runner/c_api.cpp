@@ -56,9 +56,10 @@ std::string WriteLogs(const char* path, RankRuntime* const* ranks, uint32_t num_
     const std::string err = hpmoe::ascend::MakeTiling(*ranks[i], direction, &t);
     if (!err.empty()) return err;
     const hpmoe::ssc::LoadedSsc& l = ranks[i]->loaded(direction);
+    const uint64_t seg = reinterpret_cast<uint64_t>(ranks[i]->context().segment);
     std::fprintf(m, "%s{\"rank\": %u, \"segment\": %llu, \"counters\": %llu, \"num_events\": %u, \"queues\": %llu, "
                     "\"num_queues\": %u}", i ? ", " : "", t.rank,
-                 (unsigned long long)t.peer_heap[t.rank], (unsigned long long)(t.peer_heap[t.rank] + t.counter_offset),
+                 (unsigned long long)seg, (unsigned long long)(seg + t.counter_offset),
                  l.view.num_events, (unsigned long long)reinterpret_cast<uint64_t>(l.view.queues), l.view.num_queues);
   }
   std::fprintf(m, "]}\n");

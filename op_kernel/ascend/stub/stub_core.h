@@ -78,6 +78,7 @@ struct CoreState {
   uint32_t sub_block_idx = 0;
   bool atomic_add = false;
   CoreLog* log = nullptr;
+  void* hccl_context = nullptr;    // GetHcclContext<0>() of this launch (lib/hccl/hccl.h)
   uint8_t* local_arena = nullptr;  // this core's UB (AIV) or L1 (AIC)
   uint64_t local_bytes = 0;
   uint64_t local_used = 0;

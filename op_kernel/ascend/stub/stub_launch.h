@@ -17,9 +17,14 @@ namespace stub {
 constexpr uint64_t kL1Bytes = 512 * 1024;
 constexpr uint64_t kUbBytes = 192 * 1024;
 
-// logs: nullptr, or resized to 3 * num_blocks: AIC blocks first (0..n-1), then AIV blocks (0..2n-1).
+struct LaunchEnv {
+  std::vector<CoreLog>* logs = nullptr;  // resized to 3 * num_blocks: AIC blocks (0..n-1), then AIV (0..2n-1)
+  void* hccl_context = nullptr;          // what GetHcclContext<0>() returns on every core of the launch
+};
+
 template <class... Args>
-void LaunchMix(uint32_t num_blocks, void (*kernel)(Args...), std::vector<CoreLog>* logs, Args... args) {
+void LaunchMix(uint32_t num_blocks, void (*kernel)(Args...), LaunchEnv env, Args... args) {
+  std::vector<CoreLog>* logs = env.logs;
   const uint32_t cores = 3 * num_blocks;
   if (logs != nullptr) logs->assign(cores, CoreLog{});
   std::vector<std::thread> threads;
@@ -36,6 +41,7 @@ void LaunchMix(uint32_t num_blocks, void (*kernel)(Args...), std::vector<CoreLog
       c.local_bytes = aic ? kL1Bytes : kUbBytes;
       std::unique_ptr<uint8_t[]> local(new uint8_t[c.local_bytes]);
       c.local_arena = local.get();
+      c.hccl_context = env.hccl_context;
       if (logs != nullptr) {
         c.log = &(*logs)[i];
         c.log->core_type = c.core_type;
