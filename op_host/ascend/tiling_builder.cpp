@@ -52,7 +52,7 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   t.direction = req.direction;
   t.invocation = req.invocation;
   t.num_blocks = cfg.num_aic;
-  t.timeout_cycles = req.timeout_ms * 50000;  // 50 MHz system counter
+  t.timeout_cycles = req.timeout_ms * kSystemCyclesPerMs;
   t.counter_offset = layout.counter_offset[req.direction];
   t.abort_offset = offsetof(cpu::ControlBlock, abort_rank_plus1);
   t.config = cfg;

@@ -12,6 +12,7 @@ namespace ascend {
 constexpr uint32_t kMaxEp = 64;             // peers whose symmetric-heap base the tiling carries
 constexpr uint32_t kCounterLineInts = 16;   // a counter's 64-byte line as int32 (kCounterStrideBytes / 4)
 constexpr uint32_t kTilingMagic = 0x48504D54u;  // "TMPH"
+constexpr uint64_t kSystemCyclesPerMs = 50000;  // GetSystemCycle() runs at 50 MHz on A2/A3
 constexpr uint32_t kReportBytes = 64;           // workspace: one WorkerReport per worker queue, a line each
 // Status the kernel reports when the launch does not match the SSC's worker counts (before any task ran).
 constexpr int32_t kLaunchMismatch = 6;

@@ -41,7 +41,7 @@ std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
 
 }  // namespace
 
-std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, KernelTiling* tiling) {
+std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_t invocation, KernelTiling* tiling) {
   const cpu::RankContext& ctx = rank.context();
   const cpu::HeapLayout& layout = *ctx.layout;
   const ssc::LoadedSsc& file = rank.loaded(direction);
@@ -51,7 +51,7 @@ std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, KernelT
   req.expected = &ctx.cfg;
   req.rank = ctx.rank;
   req.direction = direction;
-  req.invocation = rank.program(direction).invocation;
+  req.invocation = invocation;
   req.counters_fwd = layout.counter_capacity[0];
   req.counters_bwd = layout.counter_capacity[1];
   req.core_num_aic = kStubPhysicalCores;
@@ -77,13 +77,23 @@ std::string ValidateWholeGroup(cpu::RankRuntime* const* ranks, uint32_t num_rank
 
 std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, uint32_t direction,
                            std::vector<LaunchLogs>* logs) {
+  // Tilings first (the tiling function refuses what the kernel cannot run), for the invocation Prepare is
+  // about to start, so a refused launch leaves every rank's epoch untouched.
+  std::vector<KernelTiling> tilings(num_ranks);
+  for (uint32_t i = 0; i < num_ranks; ++i) {
+    const cpu::ControlBlock* cb = reinterpret_cast<const cpu::ControlBlock*>(ranks[i]->context().segment);
+    const uint32_t next = __atomic_load_n(&cb->invocations[direction & 1], __ATOMIC_ACQUIRE) + 1;
+    const std::string err = MakeTiling(*ranks[i], direction, next, &tilings[i]);
+    if (!err.empty()) return err;
+  }
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const std::string err = ranks[i]->Prepare(direction);
     if (!err.empty()) return err;
+    if (ranks[i]->program(direction).invocation != tilings[i].invocation)
+      return Format("rank %u: invocation changed while preparing the launch", ranks[i]->rank());
   }
   if (logs != nullptr) logs->assign(num_ranks, LaunchLogs{});
   const uint32_t workers = ranks[0]->context().cfg.num_aic + ranks[0]->context().cfg.num_aiv;
-  std::vector<KernelTiling> tilings(num_ranks);
   std::vector<std::vector<uint8_t>> workspaces(num_ranks, std::vector<uint8_t>(workers * kReportBytes, 0xFF));
   std::vector<int64_t> epochs(num_ranks);
   // The HCCL context of each rank: its windows are the twin's heap segments (same layout on every rank).
@@ -97,11 +107,7 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
           reinterpret_cast<uint64_t>(ctx.segment) + (int64_t(r) - int64_t(ctx.rank)) * ctx.layout->segment_bytes;
   }
   std::vector<std::thread> launches;
-  for (uint32_t i = 0; i < num_ranks; ++i) {
-    const std::string err = MakeTiling(*ranks[i], direction, &tilings[i]);
-    if (!err.empty()) return err;
-    epochs[i] = tilings[i].invocation;
-  }
+  for (uint32_t i = 0; i < num_ranks; ++i) epochs[i] = tilings[i].invocation;
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const uint32_t blocks = ranks[i]->context().cfg.num_aic;
     GM_ADDR ssc = const_cast<GM_ADDR>(ranks[i]->loaded(direction).bytes.data);

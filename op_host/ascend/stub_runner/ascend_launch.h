@@ -18,11 +18,10 @@ namespace ascend {
 
 // Cores of the stub's device: an A3 die (25 AI cores = 25 AIC + 50 AIV). A launch never asks for more.
 constexpr uint32_t kStubPhysicalCores = 25;
-constexpr uint64_t kSystemCyclesPerMs = 50000;  // 50 MHz system counter
 
-// The tiling of one launch of `direction` on `rank` (after RankRuntime::Prepare bumped its invocation),
-// built by the op's own tiling code (op_host/ascend/tiling_builder.h). Returns "" or one line.
-std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, KernelTiling* tiling);
+// The tiling of invocation `invocation` of `direction` on `rank`, built by the op's own tiling code
+// (op_host/ascend/tiling_builder.h). Returns "" or one line.
+std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_t invocation, KernelTiling* tiling);
 
 struct LaunchLogs {
   std::vector<AscendC::stub::CoreLog> cores;  // AIC blocks, then AIV blocks

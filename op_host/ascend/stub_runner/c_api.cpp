@@ -53,7 +53,8 @@ std::string WriteLogs(const char* path, RankRuntime* const* ranks, uint32_t num_
   std::fprintf(m, "{\"ranks\": [");
   for (uint32_t i = 0; i < num_ranks; ++i) {
     hpmoe::ascend::KernelTiling t;
-    const std::string err = hpmoe::ascend::MakeTiling(*ranks[i], direction, &t);
+    const std::string err =
+        hpmoe::ascend::MakeTiling(*ranks[i], direction, ranks[i]->program(direction).invocation, &t);
     if (!err.empty()) return err;
     const hpmoe::ssc::LoadedSsc& l = ranks[i]->loaded(direction);
     const uint64_t seg = reinterpret_cast<uint64_t>(ranks[i]->context().segment);
