@@ -20,7 +20,8 @@ def case(routing: str = "random", seed: int = 0, **overrides):
 
 
 def run(backend: str, cfg, inputs, schedules, iterations: int = 1, log_dir=None):
-    """fwd+bwd `iterations` times; returns (float64 outputs, raw output bits, heap views copied for checks)."""
+    """fwd+bwd `iterations` times; returns (float64 outputs, raw output bits, extras: every slot of every rank
+    copied after the run, the heap base and segment size)."""
     with CpuTwin(cfg, schedules, timeout_s=20.0, backend=backend) as twin:
         twin.load_inputs(inputs)
         for it in range(iterations):
@@ -33,6 +34,7 @@ def run(backend: str, cfg, inputs, schedules, iterations: int = 1, log_dir=None)
                     from hpmoe.runtime import native
                     native.run(twin.ranks, d, log_path=str(log_dir / f"{d}{it}.log"))
         from hpmoe.ssc_format import Slot
-        ret_y = [twin.heap.view(r, Slot.RET_Y).copy() for r in range(cfg.ep)]
-        return twin.outputs(), twin.raw_outputs(), {"ret_y": ret_y, "heap_base": twin.heap.base,
+        slots = {s: [twin.heap.view(r, s).copy() for r in range(cfg.ep)] for s in Slot}
+        return twin.outputs(), twin.raw_outputs(), {"ret_y": slots[Slot.RET_Y], "slots": slots,
+                                                     "heap_base": twin.heap.base,
                                                      "segment_bytes": twin.layout.segment_bytes}
