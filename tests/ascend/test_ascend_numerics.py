@@ -118,3 +118,17 @@ def test_every_handler_output_matches_the_twin(dtype):
             a, b = twin["slots"][slot][r], asc["slots"][slot][r]
             assert a.tobytes() == b.tobytes(), (f"{handler} ({slot.name}) on rank {r}: "
                                                 f"{np.count_nonzero(a != b)} of {a.size} elements differ ({dtype=})")
+
+
+def test_ranks_as_processes_give_the_bits_of_ranks_as_threads():
+    """`hpmoe run --backend ascendc-cpu` runs each rank in its own process over POSIX shared memory."""
+    from hpmoe.runtime.twin import CpuTwin
+
+    cfg, inputs, _, schedules = case("skewed", seed=13, dtype="bf16", ep=3, topk=3)
+    _, threads, _ = run("ascendc-cpu", cfg, inputs, schedules)
+    with CpuTwin(cfg, schedules, shared_memory=True, timeout_s=30.0, backend="ascendc-cpu") as twin:
+        twin.load_inputs(inputs)
+        twin.run_processes()
+        processes = twin.raw_outputs()
+    for name in threads:
+        assert threads[name].tobytes() == processes[name].tobytes(), name
