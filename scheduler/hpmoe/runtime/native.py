@@ -162,7 +162,8 @@ class RankHandle:
                  options: RankOptions | None = None):
         layout = heap.layout
         err = ctypes.create_string_buffer(ERR_LEN)
-        self.handle = lib().hpmoe_cpu_rank_open(
+        self.backend, self.lib = _BACKEND, lib()  # a rank stays with the library that opened it
+        self.handle = self.lib.hpmoe_cpu_rank_open(
             heap.base, layout.segment_bytes, config_words(layout.cfg), layout.counters[0], layout.counters[1], rank,
             fwd, len(fwd or b""), bwd, len(bwd or b""), ctypes.byref(options or RankOptions(timeout_ms=30000)),
             err, ERR_LEN)
@@ -172,7 +173,7 @@ class RankHandle:
 
     def close(self) -> None:
         if self.handle:
-            lib().hpmoe_cpu_rank_close(self.handle)
+            self.lib.hpmoe_cpu_rank_close(self.handle)
             self.handle = None
 
 
@@ -181,12 +182,15 @@ def run(ranks: list[RankHandle], direction: str, dynamic: bool = False, log_path
     `log_path` receives the stub call log of the launch (tests/ascend)."""
     handles = (ctypes.c_void_p * len(ranks))(*[r.handle for r in ranks])
     err = ctypes.create_string_buffer(ERR_LEN)
-    if _BACKEND == "ascendc-cpu":
+    if len({r.backend for r in ranks}) != 1:
+        raise RuntimeFailure("ranks opened on different backends cannot launch together")
+    L = ranks[0].lib
+    if ranks[0].backend == "ascendc-cpu":
         if dynamic:
             raise RuntimeFailure("the ascendc-cpu backend runs the static worker loop only")
-        failed = lib().hpmoe_ascendc_run(handles, len(ranks), DIRECTIONS[direction],
-                                         log_path.encode() if log_path else None, err, ERR_LEN)
+        failed = L.hpmoe_ascendc_run(handles, len(ranks), DIRECTIONS[direction],
+                                     log_path.encode() if log_path else None, err, ERR_LEN)
     else:
-        failed = lib().hpmoe_cpu_run(handles, len(ranks), DIRECTIONS[direction], int(dynamic), err, ERR_LEN)
+        failed = L.hpmoe_cpu_run(handles, len(ranks), DIRECTIONS[direction], int(dynamic), err, ERR_LEN)
     if failed:
         raise RuntimeFailure(err.value.decode())
