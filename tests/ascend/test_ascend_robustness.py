@@ -69,3 +69,19 @@ def test_cli_runs_and_checks_every_output():
     assert "backend=ascendc-cpu ranks as processes" in p.stdout
     for name in ("y", "dx", "dw1", "dw2", "dtopk_weights"):
         assert any(line.startswith(name) and line.endswith("ok") for line in p.stdout.splitlines()), p.stdout
+
+
+def test_corrupted_counts_from_a_peer_fail_the_task_not_the_memory():
+    """Rank 0 sends a row count past the bucket: rank 1's handlers refuse it (error 101) and the launch ends in
+    one line instead of reading or writing past the receive slot."""
+    from hpmoe.ssc_format import Slot
+
+    cfg, inputs, _, schedules = case("random", seed=4, dtype="fp32", ep=2, topk=2)
+    with CpuTwin(cfg, schedules, timeout_s=2.0, backend="ascendc-cpu") as twin:
+        twin.load_inputs(inputs)
+        counts = twin.heap.view(0, Slot.SEND_COUNTS)
+        counts[1, 0] = cfg.recv_rows_per_src + 1
+        with pytest.raises(native.RuntimeFailure) as err:
+            twin.run_threads("fwd")
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith("rank 1 ") and "handler failed (101" in msg, msg
