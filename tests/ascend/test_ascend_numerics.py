@@ -26,6 +26,9 @@ CASES = [
     dict(dtype="fp16", ep=2, topk=4, experts_per_rank=3, routing="random"),
     dict(dtype="bf16", ep=3, topk=8, experts_per_rank=3, hidden=48, inter=24, wgrad_tile=8, routing="skewed"),
     dict(dtype="fp32", ep=4, topk=2, routing="empty"),  # experts with no rows: zero weight-gradient blocks
+    # Rows wider than one 2048-element vector chunk (h and I) and tiles wider than one 16 KiB copy chunk.
+    dict(dtype="bf16", ep=2, topk=1, experts_per_rank=1, tokens=8, hidden=2080, inter=2064, tile_m=8,
+         wgrad_tile=16, token_tile=8),
 ]
 
 

@@ -69,20 +69,20 @@ class Matmul {
     // Operands as dense fp32: A is m x k (stored k x m when transposed), B as stored.
     const int64_t a_rows = trans_a_ ? k_ : m_, a_cols = trans_a_ ? m_ : k_, a_ld = trans_a_ ? org_m_ : org_k_;
     const int64_t b_rows = trans_b_ ? n_ : k_, b_cols = trans_b_ ? k_ : n_, b_ld = trans_b_ ? org_k_ : org_n_;
-    std::vector<float> a(size_t(a_rows * a_cols)), b(size_t(b_rows * b_cols)), out(size_t(m_) * n_, 0.0f);
-    for (int64_t i = 0; i < a_rows; ++i)
-      for (int64_t j = 0; j < a_cols; ++j) a[size_t(i * a_cols + j)] = stub::ToFloat(a_.GetPhyAddr()[i * a_ld + j]);
-    for (int64_t i = 0; i < b_rows; ++i)
-      for (int64_t j = 0; j < b_cols; ++j) b[size_t(i * b_cols + j)] = stub::ToFloat(b_.GetPhyAddr()[i * b_ld + j]);
+    // fp32 operands are used in place (with their leading dimensions); 16-bit ones are widened into copies.
+    std::vector<float> a_wide, b_wide, out(size_t(m_) * n_, 0.0f);
+    const float* a = Widen(a_.GetPhyAddr(), a_rows, a_cols, a_ld, &a_wide);
+    const float* b = Widen(b_.GetPhyAddr(), b_rows, b_cols, b_ld, &b_wide);
+    const int64_t lda = a_wide.empty() ? a_ld : a_cols, ldb = b_wide.empty() ? b_ld : b_cols;
     C* dst = c.GetPhyAddr();
     if (trans_a_) {
       // A^T B accumulated onto the fp32 C (zeroed first unless enAtomic): one core owns each C block.
       float* cf = reinterpret_cast<float*>(dst);
       if (en_atomic == 0)
         for (int32_t i = 0; i < m_; ++i) std::memset(cf + int64_t(i) * org_n_, 0, size_t(n_) * 4);
-      hpmoe::cpu::GemmAtBAccumulate(k_, m_, n_, a.data(), a_cols, b.data(), b_cols, cf, org_n_);
+      hpmoe::cpu::GemmAtBAccumulate(k_, m_, n_, a, lda, b, ldb, cf, org_n_);
     } else {
-      hpmoe::cpu::GemmRowMajor(m_, n_, k_, a.data(), a_cols, b.data(), b_cols, trans_b_, out.data(), n_);
+      hpmoe::cpu::GemmRowMajor(m_, n_, k_, a, lda, b, ldb, trans_b_, out.data(), n_);
       for (int32_t i = 0; i < m_; ++i) {
         for (int32_t j = 0; j < n_; ++j) {
           C& d = dst[int64_t(i) * org_n_ + j];
@@ -104,6 +104,18 @@ class Matmul {
   void End() {}
 
  private:
+  template <class T>
+  static const float* Widen(const T* p, int64_t rows, int64_t cols, int64_t ld, std::vector<float>* wide) {
+    if constexpr (sizeof(T) == 4) {
+      return reinterpret_cast<const float*>(p);
+    } else {
+      wide->resize(size_t(rows * cols));
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) (*wide)[size_t(i * cols + j)] = stub::ToFloat(p[i * ld + j]);
+      return wide->data();
+    }
+  }
+
   GlobalTensor<A> a_;
   GlobalTensor<B> b_;
   bool trans_a_ = false, trans_b_ = false;
