@@ -62,6 +62,7 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
     t.slot_dtype[s] = layout.slots[s].dtype;
   }
   t.signal_one[0] = 1;
+  t.abort_line[0] = int32_t(req.rank) + 1;
   out->block_dim = cfg.num_aic;
   out->schedule_mode = 1;
   out->workspace_bytes = uint64_t(cfg.num_aic + cfg.num_aiv) * kReportBytes;

@@ -93,14 +93,31 @@ class AscendSync {
     AscendC::DataCopyPad(g_to, ub, p);
   }
 
-  // Marks the group failed on every rank (first value wins in practice; any non-zero stops the waiters).
+  // Marks the group failed on every rank: a DMA atomic max of {rank + 1, 0, ...} onto each rank's abort
+  // line (the same DMA path as a trigger; no scalar stores into peers' memory). Any non-zero value stops the
+  // waiters; with several failures the word names the highest failed rank.
   HPMOE_DEVICE void RaiseAbort() {
+    AscendC::GlobalTensor<int32_t> line_gm;
+    line_gm.SetGlobalBuffer(const_cast<__gm__ int32_t*>(ctx_.tiling->abort_line));
+    AscendC::PipeBarrier<AscendC::PIPE_ALL>();
     for (uint32_t r = 0; r < ctx_.cfg().ep; ++r) {
       AscendC::GlobalTensor<int32_t> word;
-      word.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t*>(ctx_.Remote(abort_.GetPhyAddr(), r)));
-      word.SetValue(0, int32_t(ctx_.tiling->rank) + 1);
-      AscendC::DataCacheCleanAndInvalid<int32_t, AscendC::CacheLine::SINGLE_CACHE_LINE,
-                                        AscendC::DcciDst::CACHELINE_OUT>(word);
+      word.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t*>(ctx_.Remote(abort_.GetPhyAddr(), r)), kCounterLineInts);
+      if ASCEND_IS_AIC {
+        AscendC::LocalTensor<int32_t> line = line_l1_.Get<int32_t>();
+        AscendC::DataCopy(line, line_gm, kCounterLineInts);
+        AscendC::PipeBarrier<AscendC::PIPE_ALL>();
+        AscendC::SetAtomicMax<int32_t>();
+        AscendC::DataCopy(word, line, kCounterLineInts);
+        AscendC::SetAtomicNone();
+      } else {
+        AscendC::LocalTensor<int32_t> line = line_ub_.Get<int32_t>();
+        AscendC::DataCopy(line, line_gm, kCounterLineInts);
+        AscendC::PipeBarrier<AscendC::PIPE_ALL>();
+        AscendC::SetAtomicMax<int32_t>();
+        AscendC::DataCopy(word, line, kCounterLineInts);
+        AscendC::SetAtomicNone();
+      }
     }
   }
 

@@ -41,6 +41,7 @@ struct KernelTiling {
   uint32_t slot_cols[ssc::kSlotCount];
   uint32_t slot_dtype[ssc::kSlotCount];
   alignas(64) int32_t signal_one[kCounterLineInts];  // {1, 0, ..., 0}: the line an AIC adds to a counter
+  alignas(64) int32_t abort_line[kCounterLineInts];  // {rank + 1, 0, ..., 0}: raised into every abort word
 };
 
 }  // namespace ascend

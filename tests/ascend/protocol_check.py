@@ -12,7 +12,8 @@ import numpy as np
 RECORD = np.dtype([("rank", "<u4"), ("core_type", "<i4"), ("block", "<u4"), ("op", "<u4"), ("arg", "<u4"),
                    ("pad", "<u4"), ("addr", "<u8"), ("bytes", "<u8")])
 # stub_core.h: enum class Op
-COPY_IN, COPY_OUT, GM_READ, GM_WRITE, DCCI, BARRIER, ATOMIC_ADD, ATOMIC_NONE, FLAG_SET, FLAG_WAIT, MATMUL, KTYPE = range(12)
+(COPY_IN, COPY_OUT, GM_READ, GM_WRITE, DCCI, BARRIER, ATOMIC_ADD, ATOMIC_NONE, FLAG_SET, FLAG_WAIT, MATMUL, KTYPE,
+ ATOMIC_MAX) = range(13)
 AIC, AIV = 1, 2
 MIX_AIC_1_2 = 5
 LINE = 64

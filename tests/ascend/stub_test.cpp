@@ -74,6 +74,29 @@ TEST(AscendStub, AtomicDataCopyAddsFromEveryCore) {
   for (int i = 1; i < 16; ++i) EXPECT_EQ(g_counter[i], 0);
 }
 
+int32_t g_max_word[16];
+void MaxKernel(GM_ADDR gm) {
+  TPipe pipe;
+  TBuf<TPosition::VECOUT> buf;
+  pipe.InitBuffer(buf, 64);
+  LocalTensor<int32_t> line = buf.Get<int32_t>();
+  for (int i = 0; i < 16; ++i) line.SetValue(i, 0);
+  line.SetValue(0, int32_t(g_coreType == AIV ? 100 + GetBlockIdx() : GetBlockIdx()));
+  GlobalTensor<int32_t> g;
+  g.SetGlobalBuffer(reinterpret_cast<int32_t*>(gm));
+  SetAtomicMax<int32_t>();
+  DataCopy(g, line, 16);
+  SetAtomicNone();
+}
+
+TEST(AscendStub, AtomicMaxDataCopyKeepsTheLargest) {
+  std::memset(g_max_word, 0, sizeof(g_max_word));
+  g_max_word[1] = 7;
+  stub::LaunchMix<GM_ADDR>(3, &MaxKernel, stub::LaunchEnv{}, reinterpret_cast<GM_ADDR>(g_max_word));
+  EXPECT_EQ(g_max_word[0], 105);  // AIV block 5
+  EXPECT_EQ(g_max_word[1], 7);    // max with 0 leaves the rest of the line alone
+}
+
 // Runs `f` on one AIV with a UB arena and a log.
 template <class F>
 stub::CoreLog OnAiv(F f) {

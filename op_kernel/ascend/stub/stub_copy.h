@@ -1,7 +1,7 @@
 // Project-written AscendC stub: data movement, DMA atomics, cache maintenance, barriers, cross-core flags.
 // Doc pages (asc-devkit, docs/zh/api/SIMD-API/...): 数据搬运/DataCopy.md (count form: lengths in 32-byte
 // blocks), DataCopyPad.md (DataCopyExtParams: blockCount, blockLen in bytes, strides), 原子操作/SetAtomicAdd.md,
-// SetAtomicNone.md, 缓存处理/DataCacheCleanAndInvalid.md, 同步控制/PipeBarrier.md,
+// SetAtomicMax.md, SetAtomicNone.md, 缓存处理/DataCacheCleanAndInvalid.md, 同步控制/PipeBarrier.md,
 // 核间同步/CrossCoreSetFlag(ISASI).md, CrossCoreWaitFlag(ISASI).md, InitConstValue.md.
 // Semantics: copies copy, an atomic-add DataCopy adds element-wise (one core's DMA completes in order), cache
 // maintenance and barriers are recorded. Misuse the hardware would reject stops the process with one line.
@@ -70,17 +70,34 @@ inline void AddInto(T* dst, const T* src, uint64_t n) {
 }
 
 template <class T>
+inline void MaxInto(T* dst, const T* src, uint64_t n) {
+  static_assert(std::is_integral<T>::value && sizeof(T) == 4, "atomic max stub: int32");
+  for (uint64_t i = 0; i < n; ++i) {
+    T seen = __atomic_load_n(dst + i, __ATOMIC_RELAXED);
+    while (src[i] > seen && !__atomic_compare_exchange_n(dst + i, &seen, src[i], false, __ATOMIC_RELAXED,
+                                                         __ATOMIC_RELAXED)) {
+    }
+  }
+}
+
+template <class T>
 inline void ToGm(T* gm, const T* local, uint64_t count) {
   // Release: a peer that observes a later atomic counter update also observes these bytes (the hardware's
   // ordering comes from PipeBarrier<PIPE_ALL> before the counter copy; the fence models its effect).
   std::atomic_thread_fence(std::memory_order_release);
   if (Core().atomic_add) {
     AddInto(gm, local, count);
+  } else if (Core().atomic_max) {
+    if constexpr (std::is_integral<T>::value && sizeof(T) == 4) {
+      MaxInto(gm, local, count);
+    } else {
+      Fail("SetAtomicMax: the stub supports int32");
+    }
   } else {
     std::memcpy(gm, local, count * sizeof(T));
   }
   std::atomic_thread_fence(std::memory_order_release);
-  Log(Op::kCopyLocalToGm, Core().atomic_add ? 1u : 0u, gm, count * sizeof(T));
+  Log(Op::kCopyLocalToGm, Core().atomic_add ? 1u : Core().atomic_max ? 2u : 0u, gm, count * sizeof(T));
 }
 
 template <class T>
@@ -132,8 +149,14 @@ inline void SetAtomicAdd() {
   stub::Core().atomic_add = true;
   stub::Log(stub::Op::kSetAtomicAdd, sizeof(T), nullptr, 0);
 }
+template <class T>
+inline void SetAtomicMax() {
+  stub::Core().atomic_max = true;
+  stub::Log(stub::Op::kSetAtomicMax, sizeof(T), nullptr, 0);
+}
 inline void SetAtomicNone() {
   stub::Core().atomic_add = false;
+  stub::Core().atomic_max = false;
   stub::Log(stub::Op::kSetAtomicNone, 0, nullptr, 0);
 }
 

@@ -54,6 +54,7 @@ enum class Op : uint8_t {
   kCrossCoreWaitFlag, // CrossCoreWaitFlag (arg = flag id)
   kMatmulIterateAll,  // Matmul::IterateAll (addr = GM destination)
   kKernelType,        // KERNEL_TASK_TYPE_DEFAULT (arg = KernelType)
+  kSetAtomicMax,      // SetAtomicMax<T>
 };
 
 struct LogRecord {
@@ -76,6 +77,7 @@ struct CoreState {
   uint32_t block_num = 1;
   uint32_t sub_block_idx = 0;
   bool atomic_add = false;
+  bool atomic_max = false;
   CoreLog* log = nullptr;
   void* hccl_context = nullptr;    // GetHcclContext<0>() of this launch (lib/hccl/hccl.h)
   uint8_t* local_arena = nullptr;  // this core's UB (AIV) or L1 (AIC)
