@@ -47,6 +47,10 @@ def use_backend(name: str) -> None:
         _BACKEND, _LIB = name, None
 
 
+def current_backend() -> str:
+    return _BACKEND
+
+
 def library_path() -> Path:
     env, rel = BACKENDS[_BACKEND]
     if os.environ.get(env):

@@ -15,6 +15,9 @@ from .twin import CpuTwin, make_inputs
 
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    if args.backend == "cuda":
+        from ..cuda.run import cmd_run_cuda
+        return cmd_run_cuda(args, cfg)
     topk_ids, topk_weights = make_routing(cfg, args.routing, args.seed)
     if args.recv_rows_per_src is None:  # pick the bucket that fits this routing
         cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, topk_ids))
@@ -55,7 +58,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", action="store_true", help="ranks as thread groups of one process")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="bound on every wait, seconds")
     p.add_argument("--iterations", type=int, default=1, help="fwd+bwd launches (epoch counters, no reset)")
-    p.add_argument("--backend", choices=["cpu", "ascendc-cpu"], default="cpu",
-                   help="cpu: the CPU twin's handlers; ascendc-cpu: the AscendC kernel compiled against the "
-                        "project's stubs, AIC/AIV cores as threads (docs/ascend.md)")
+    p.add_argument("--backend", choices=["cpu", "ascendc-cpu", "cuda"], default="cpu",
+                   help="cpu: the CPU twin; ascendc-cpu: the AscendC kernel compiled against the project's "
+                        "stubs, AIC/AIV cores as threads (docs/ascend.md); cuda: persistent kernels on this "
+                        "host's GPUs (docs/cuda.md)")
+    p.add_argument("--devices", metavar="LIST", help="cuda: GPU of each rank, e.g. 0,1,2,3 (default: rank r on GPU r)")
+    p.add_argument("--trace", metavar="FILE", help="cuda: write the per-task GPU trace (Chrome/Perfetto JSON)")
+    p.add_argument("--one-process", action="store_true",
+                   help="cuda: drive every GPU from this process (default: one process per GPU when each rank has one)")
     p.set_defaults(func=cmd_run)
