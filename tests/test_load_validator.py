@@ -17,8 +17,8 @@ from hpmoe.ssc_format import NO_SLOT, Section, Slot, TaskType
 
 from ssc_edit import edit, first_task, records, restamp
 
-pytestmark = pytest.mark.skipif(not native.library_path().exists(),
-                                reason=f"C++ library not built at {native.library_path()}: run ./build.sh test")
+pytestmark = pytest.mark.skipif(not native.library_path("cpu").exists(),
+                                reason=f"C++ library not built at {native.library_path('cpu')}: run ./build.sh test")
 
 CFG = make_config("small", {"ep": 2})
 
