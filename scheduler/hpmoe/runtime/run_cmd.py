@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import time
 
+from .. import limits
+from ..args import float_arg, int_arg
 from ..cli import add_config_args, config_from_args
 from ..compiler import compile_schedules
 from ..reference import moe_reference
@@ -15,9 +17,11 @@ from .twin import CpuTwin, make_inputs
 
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
+    limits.check_run(cfg)  # before the routing draw: that alone can be T x experts floats per rank
     topk_ids, topk_weights = make_routing(cfg, args.routing, args.seed)
     if args.recv_rows_per_src is None:  # pick the bucket that fits this routing
         cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, topk_ids))
+        limits.check_run(cfg)
     inputs = make_inputs(cfg, topk_ids, topk_weights, args.seed)
     schedules = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
     mode = "threads" if args.threads else "processes"
@@ -50,8 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "compare every output with the float64 reference.")
     add_config_args(p, default_preset="small")
     p.add_argument("--routing", choices=ROUTINGS, default="random", help="how tokens pick experts")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0)
     p.add_argument("--threads", action="store_true", help="ranks as thread groups of one process")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="bound on every wait, seconds")
-    p.add_argument("--iterations", type=int, default=1, help="fwd+bwd launches (epoch counters, no reset)")
+    p.add_argument("--timeout", type=float_arg(0.01, 86400.0), default=30.0, metavar="S",
+                   help="bound on every wait, seconds (0.01 to 86400); a stopped or dead rank is reported "
+                        "within about this long")
+    p.add_argument("--iterations", type=int_arg(1, 10**6), default=1,
+                   help="fwd+bwd launches (epoch counters, no reset)")
     p.set_defaults(func=cmd_run)
