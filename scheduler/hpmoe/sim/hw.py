@@ -7,10 +7,11 @@ an A3 can calibrate any subset. Unknown names and values of the wrong type are r
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 from pathlib import Path
 from typing import Any
 
+from ..args import ValueCheckError, read_json
 from ..errors import HpmoeError
 
 DEFAULT_HW = Path(__file__).resolve().parent / "hw" / "a3.json"
@@ -83,6 +84,8 @@ def _check_value(name: str, value: Any, defaults: dict[str, Any]) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise HwError(f"hardware parameter {name} must be a number, got {value!r}")
+    if not math.isfinite(value):  # JSON Infinity/NaN parse; no rate or size of a device is infinite
+        raise HwError(f"hardware parameter {name} must be finite, got {value!r}")
     if not value > 0 and name not in ("event_poll_us", "link_latency_us", "static_dispatch_us",
                                       "dynamic_dispatch_us", "kernel_launch_us", "collective_overhead_us",
                                       "collective_per_peer_us", "cube_half_m", "cube_half_n", "cube_half_k"):
@@ -99,10 +102,9 @@ def _check_value(name: str, value: Any, defaults: dict[str, Any]) -> Any:
 
 def _read_json(path: Path) -> Any:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise HwError(f"cannot read hardware file {path}: {exc}") from None
+        return read_json(path, "hardware file")
+    except ValueCheckError as exc:
+        raise HwError(str(exc)) from None
 
 
 def _defaults() -> Hardware:
