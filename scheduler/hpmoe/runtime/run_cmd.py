@@ -3,6 +3,9 @@ float64 reference. Exit 0 only if every output is within tolerance (1 otherwise,
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
 import time
 
 from .. import limits
@@ -14,8 +17,39 @@ from .routing import ROUTINGS, bucket_for, make_routing
 from .tolerances import compare
 from .twin import CpuTwin, make_inputs
 
+CLEANUP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(Exception):
+    """SIGTERM or SIGHUP reached the launcher: unwind so every `finally` and `with` cleans up."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum: int, _frame) -> None:
+    for s in CLEANUP_SIGNALS:  # a second signal must not interrupt the cleanup the first one started
+        signal.signal(s, signal.SIG_IGN)
+    raise Terminated(signum)
+
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """The launcher. SIGTERM and SIGHUP stop the rank processes and remove the shared-memory heap."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers need the main thread
+        return _run(args)
+    previous = {s: signal.signal(s, _terminate) for s in CLEANUP_SIGNALS}
+    try:
+        return _run(args)
+    except Terminated as exc:
+        print(f"hpmoe run: terminated by {exc}; rank processes stopped, shared memory removed", file=sys.stderr)
+        return 128 + exc.signum
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     limits.check_run(cfg)  # before the routing draw: that alone can be T x experts floats per rank
     topk_ids, topk_weights = make_routing(cfg, args.routing, args.seed)
@@ -26,6 +60,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     schedules = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
     mode = "threads" if args.threads else "processes"
     with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout) as twin:
+        if twin.stale_removed:
+            print(f"removed {len(twin.stale_removed)} shared-memory segment(s) left by killed launchers: "
+                  f"{', '.join(twin.stale_removed)}")
         twin.load_inputs(inputs)  # routing plan + bucket check: refuses before anything runs
         start = time.perf_counter()
         if args.threads:
