@@ -27,6 +27,8 @@ def check_int(name: str, value: Any, lo: int = 1, hi: int = INT32_MAX) -> int:
     """An integer in [lo, hi]; booleans and floats are refused (JSON 64.0 or true are not counts)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueCheckError(f"{name} must be an integer, got {value!r}")
+    if value < lo and hi == INT32_MAX and lo in (0, 1):
+        raise ValueCheckError(f"{name} must be a {'positive' if lo else 'non-negative'} integer, got {value}")
     if not lo <= value <= hi:
         raise ValueCheckError(f"{name} must be in [{lo}, {hi}], got {value}")
     return value
