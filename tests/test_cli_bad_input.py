@@ -45,7 +45,8 @@ def files(tmp_path_factory):
         '{"link_gbps": NaN}', "hw_unknown.json": '{"warp_size": 32}', "hw_str.json": '{"num_aic": "25"}',
         "hw_int.json": '{"num_aic": 1.5}', "hw_frac.json": '{"hbm_efficiency": 1.5}', "hw_neg.json":
         '{"event_poll_us": -1}', "hw_params.json": '{"params": 3}', "hw_noval.json": '{"params": {"num_aic": {}}}',
-        "hw_inf_int.json": '{"num_aic": Infinity}',
+        "hw_inf_int.json": '{"num_aic": Infinity}', "hw_tiny.json": '{"hbm_gbps": 1e-300}',
+        "hw_workers.json": '{"num_aiv": 1e300}',
     }
     for name, data in json_files.items():
         write(name, data)
@@ -79,8 +80,8 @@ COMPILE = [(["compile", *SMALL, *args, "-o", "{out}"], needle) for args, needle 
     (["--recv-rows-per-src", "17"], "recv_rows_per_src=17 is not divisible by tile_m=16"),
     (["--capacity-factor", "inf"], "--capacity-factor: must be finite"),
     (["--capacity-factor", "nan"], "--capacity-factor: must be finite"),
-    (["--capacity-factor", "0"], "--capacity-factor: must be in (0"),
-    (["--capacity-factor", "-1"], "--capacity-factor: must be in (0"),
+    (["--capacity-factor", "0"], "--capacity-factor: must be > 0"),
+    (["--capacity-factor", "-1"], "--capacity-factor: must be > 0"),
     (["--capacity-factor", "abc"], "--capacity-factor: must be a number"),
     (["--wgrad-tile", "-16"], "--wgrad-tile: must be a non-negative integer"),
     (["--wgrad-tile", "7"], "hidden=64 is not divisible by wgrad_tile=7"),
@@ -107,6 +108,7 @@ COMPILE = [(["compile", *SMALL, *args, "-o", "{out}"], needle) for args, needle 
     (["compile", *SMALL, "-o", "{file}/sub"], "lies under"),
     (["compile", *SMALL, "-o", "{file}"], "is a file"),
     (["compile", *SMALL, "-o"], "expected one argument"),
+    (["compile", *SMALL, "-o", ""], "output folder path is empty"),
     (["compile", *SMALL], "the following arguments are required: -o/--output"),
 ]
 
@@ -146,7 +148,8 @@ SIMULATE = [(["simulate", *SMALL, *args], needle) for args, needle in [
     (["--hw", "{hw_int}"], "num_aic must be an integer"), (["--hw", "{hw_frac}"], "is a fraction <= 1"),
     (["--hw", "{hw_neg}"], "event_poll_us must be >= 0"), (["--hw", "{hw_params}"], "'params' not an object"),
     (["--hw", "{hw_noval}"], "has no 'value'"), (["--hw", "{hw_inf_int}"], "num_aic must be finite"),
-    (["--hw", "{notutf8}"], "not UTF-8"),
+    (["--hw", "{notutf8}"], "not UTF-8"), (["--hw", "{hw_tiny}"], "times away from the A3 value"),
+    (["--hw", "{hw_workers}"], "num_aiv must be at most 1024"),
     (["--routing", "zipf:nan"], "zipf exponent must be finite"), (["--routing", "zipf:inf"], "must be finite"),
     (["--routing", "zipf:-1"], "zipf exponent must be in [0, 100]"), (["--routing", "hot:2"], "hot fraction"),
     (["--routing", "hot:x"], "use balanced, zipf:S[:SEED] or hot:F[:SEED]"),

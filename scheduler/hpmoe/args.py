@@ -42,8 +42,11 @@ def check_float(name: str, value: Any, lo: float, hi: float = math.inf, lo_open:
     if not math.isfinite(value):
         raise ValueCheckError(f"{name} must be finite, got {value}")
     if value < lo or (lo_open and value == lo) or value > hi:
-        bound = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
-        raise ValueCheckError(f"{name} must be in {bound}, got {value:g}")
+        if hi == math.inf:
+            bound = f"{'>' if lo_open else '>='} {lo:g}"
+        else:
+            bound = f"in {'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        raise ValueCheckError(f"{name} must be {bound}, got {value:g}")
     return value
 
 

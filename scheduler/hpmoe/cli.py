@@ -153,7 +153,10 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, its one line already printed): return it
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.func(args)
     except (HpmoeError, ValueCheckError) as exc:

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..args import ValueCheckError, read_json
+from ..config import MAX_WORKERS
 from ..errors import HpmoeError
 
 DEFAULT_HW = Path(__file__).resolve().parent / "hw" / "a3.json"
+PLAUSIBLE_FACTOR = 1e6  # a calibrated value lies within this factor of the A3 default
 
 
 class HwError(HpmoeError):
@@ -97,6 +99,13 @@ def _check_value(name: str, value: Any, defaults: dict[str, Any]) -> Any:
         raise HwError(f"hardware parameter {name} is a fraction <= 1, got {value!r}")
     if name in ("num_aic", "num_aiv", "cube_block_m", "cube_block_n", "cube_fractal") and int(value) != value:
         raise HwError(f"hardware parameter {name} must be an integer, got {value!r}")
+    if name in ("num_aic", "num_aiv") and value > MAX_WORKERS:
+        raise HwError(f"hardware parameter {name} must be at most {MAX_WORKERS}, got {value!r}")
+    default = defaults[name]
+    if value != 0 and default != 0 and not default / PLAUSIBLE_FACTOR <= value <= default * PLAUSIBLE_FACTOR:
+        # 1e-300 GB/s or 1e300 TFLOP/s give predictions of 10^300 ms: a typo, not a calibration
+        raise HwError(f"hardware parameter {name}={value!r} is more than {PLAUSIBLE_FACTOR:.0e} times away from "
+                      f"the A3 value {default!r}")
     return int(value) if want is int and int(value) == value else value
 
 
