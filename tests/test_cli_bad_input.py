@@ -46,7 +46,8 @@ def files(tmp_path_factory):
         "hw_int.json": '{"num_aic": 1.5}', "hw_frac.json": '{"hbm_efficiency": 1.5}', "hw_neg.json":
         '{"event_poll_us": -1}', "hw_params.json": '{"params": 3}', "hw_noval.json": '{"params": {"num_aic": {}}}',
         "hw_inf_int.json": '{"num_aic": Infinity}', "hw_tiny.json": '{"hbm_gbps": 1e-300}',
-        "hw_workers.json": '{"num_aiv": 1e300}',
+        "hw_workers.json": '{"num_aiv": 1e300}', "cf_str.json": '{"capacity_factor": "1.25"}',
+        "wgrad_str.json": '{"wgrad_tile": "16"}',
     }
     for name, data in json_files.items():
         write(name, data)
@@ -102,7 +103,9 @@ COMPILE = [(["compile", *SMALL, *args, "-o", "{out}"], needle) for args, needle 
     (["--config", "{cf_inf}"], "capacity_factor must be finite"),
     (["--config", "{ep_huge_float}"], "ep must be an integer, got inf"),
     (["--config", "{deep}"], "RecursionError"), (["--config", "{hidden_huge}"], "hidden must be in [1, "),
-    (["--config", "{dtype_list}"], "dtype must be one of"), (["--config", "{ep_true}"], "ep must be an integer"),
+    (["--config", "{dtype_list}"], "dtype must be one of"),
+    (["--config", "{cf_str}"], "capacity_factor must be a number, got '1.25'"),
+    (["--config", "{wgrad_str}"], "wgrad_tile must be an integer, got '16'"), (["--config", "{ep_true}"], "ep must be an integer"),
 ]] + [
     (["compile", "--ep", "2", "-o", "{out}"], "missing config field(s)"),
     (["compile", *SMALL, "-o", "{file}/sub"], "lies under"),
