@@ -25,10 +25,10 @@ MARGIN_S = 2.5      # poll interval, process exit and reaping on a loaded 2-core
 ITERATIONS = 100000  # far more than the test lets run: the report must not wait for them
 
 
-def _stop_or_kill_rank_while_running(sig: int) -> tuple[str, float]:
-    """Runs 3 ranks as processes for many iterations; once all run, sends `sig` to rank 1. Returns the
-    launcher's report and the seconds from the signal to the report."""
-    cfg, inputs, _ = case(ep=3)
+def _stop_or_kill_rank_while_running(sig: int, ep: int = 3, victim: int = 1) -> tuple[str, float]:
+    """Runs `ep` ranks as processes for many iterations; once all run, sends `sig` to rank `victim`. Returns
+    the launcher's report and the seconds from the signal to the report."""
+    cfg, inputs, _ = case(ep=ep)
     sent = {}
 
     def signal_rank(twin: CpuTwin) -> None:
@@ -36,7 +36,7 @@ def _stop_or_kill_rank_while_running(sig: int) -> tuple[str, float]:
             time.sleep(0.01)
         time.sleep(0.5)  # every rank is inside its launches
         sent["at"] = time.monotonic()
-        os.kill(twin.rank_pids[1], sig)
+        os.kill(twin.rank_pids[victim], sig)
 
     with CpuTwin(cfg, shared_memory=True, timeout_s=TIMEOUT_S, handlers="null") as twin:
         twin.load_inputs(inputs)
@@ -53,6 +53,13 @@ def test_stopped_rank_is_reported_within_timeout_plus_margin():
     message, seconds = _stop_or_kill_rank_while_running(signal.SIGSTOP)
     assert seconds < TIMEOUT_S + MARGIN_S, (seconds, message)
     assert message.startswith("rank 1 process was stopped (SIGSTOP or a debugger)"), message
+
+
+def test_stopped_lone_rank_is_reported_too():
+    """ep 1: no peer waits on the stopped rank, so only the launcher's stopped-state watch can see it."""
+    message, seconds = _stop_or_kill_rank_while_running(signal.SIGSTOP, ep=1, victim=0)
+    assert TIMEOUT_S <= seconds < TIMEOUT_S + MARGIN_S, (seconds, message)
+    assert message.startswith("rank 0 process was stopped (SIGSTOP or a debugger)"), message
 
 
 def test_dead_rank_is_reported_at_once_and_peers_stop():
