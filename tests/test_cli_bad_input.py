@@ -102,10 +102,11 @@ COMPILE = [(["compile", *SMALL, *args, "-o", "{out}"], needle) for args, needle 
     (["--config", "{cf_nan}"], "capacity_factor must be finite"),
     (["--config", "{cf_inf}"], "capacity_factor must be finite"),
     (["--config", "{ep_huge_float}"], "ep must be an integer, got inf"),
-    (["--config", "{deep}"], "RecursionError"), (["--config", "{hidden_huge}"], "hidden must be in [1, "),
+    (["--config", "{deep}"], "JSON nested too deeply"), (["--config", "{hidden_huge}"], "hidden must be in [1, "),
     (["--config", "{dtype_list}"], "dtype must be one of"),
     (["--config", "{cf_str}"], "capacity_factor must be a number, got '1.25'"),
-    (["--config", "{wgrad_str}"], "wgrad_tile must be an integer, got '16'"), (["--config", "{ep_true}"], "ep must be an integer"),
+    (["--config", "{wgrad_str}"], "wgrad_tile must be an integer, got '16'"),
+    (["--config", "{ep_true}"], "ep must be an integer"),
 ]] + [
     (["compile", "--ep", "2", "-o", "{out}"], "missing config field(s)"),
     (["compile", *SMALL, "-o", "{file}/sub"], "lies under"),

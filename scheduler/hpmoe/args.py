@@ -109,8 +109,10 @@ def read_json(path: str | os.PathLike, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise ValueCheckError(f"cannot read {what} {path}: not JSON ({exc.msg} at line {exc.lineno} "
                               f"column {exc.colno})") from None
-    except (ValueError, RecursionError) as exc:  # huge integer literals, absurd nesting
-        raise ValueCheckError(f"cannot read {what} {path}: {type(exc).__name__}: {exc}") from None
+    except RecursionError:
+        raise ValueCheckError(f"cannot read {what} {path}: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal of more digits than Python converts
+        raise ValueCheckError(f"cannot read {what} {path}: {exc}") from None
 
 
 def check_input_file(path: str | os.PathLike, what: str = "file") -> Path:

@@ -69,8 +69,8 @@ def test_dead_rank_is_reported_at_once_and_peers_stop():
     assert message.startswith("rank 1 process died (SIGKILL)"), message
     # each peer stops at its next wait, or refuses its next launch if the abort came between two launches
     for peer in (0, 2):
-        assert re.search(rf"rank {peer}: rank {peer}[^;]*(stopped after rank 1 failed|rank 1 failed earlier)", message), \
-            message
+        pattern = rf"rank {peer}: rank {peer}[^;]*(stopped after rank 1 failed|rank 1 failed earlier)"
+        assert re.search(pattern, message), message
 
 
 def _segments_of(pid: int) -> list[str]:
