@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from hpmoe.errors import ConfigError
 from hpmoe.runtime import native
 from hpmoe.runtime.shm_names import SHM_DIR, remove_stale_segments, segment_name
 from hpmoe.runtime.twin import CpuTwin
@@ -147,3 +148,20 @@ def test_launcher_sweeps_stale_segments_before_creating_its_own():
         assert not stale.exists()
         assert (SHM_DIR / twin.shm_name).exists()
     assert not (SHM_DIR / twin.shm_name).exists()
+
+
+@pytest.mark.parametrize("timeout_ms", [0, 86400001, 2**64 - 1])
+def test_rank_refuses_a_zero_or_unbounded_wait_timeout(timeout_ms):
+    """The C ABI checks the bound itself: 0 fails every wait, a huge value wraps the nanosecond product."""
+    cfg, _, _ = case(ep=2)
+    with CpuTwin(cfg) as twin:
+        with pytest.raises(native.RuntimeFailure, match=rf"wait timeout {timeout_ms} ms is outside \[1, 86400000\]"):
+            native.RankHandle(twin.heap, 0, twin.ssc["fwd"][0], twin.ssc["bwd"][0],
+                              native.RankOptions(timeout_ms=timeout_ms))
+
+
+@pytest.mark.parametrize("timeout_s", [float("nan"), -1.0, 0.0, float("inf")])
+def test_twin_refuses_a_timeout_that_would_unbound_the_waits(timeout_s):
+    cfg, _, _ = case(ep=2)
+    with pytest.raises(ConfigError, match="timeout_s must be"):
+        CpuTwin(cfg, timeout_s=timeout_s)
