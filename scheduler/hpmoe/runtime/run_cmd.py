@@ -60,9 +60,9 @@ def _run(args: argparse.Namespace) -> int:
     schedules = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
     mode = "threads" if args.threads else "processes"
     with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout) as twin:
-        if twin.stale_removed:
-            print(f"removed {len(twin.stale_removed)} shared-memory segment(s) left by killed launchers: "
-                  f"{', '.join(twin.stale_removed)}")
+        if twin.stale_removed:  # a note, on stderr: stdout stays the report that scripts parse
+            print(f"hpmoe run: note: removed {len(twin.stale_removed)} shared-memory segment(s) left by killed "
+                  f"launchers: {', '.join(twin.stale_removed)}", file=sys.stderr)
         twin.load_inputs(inputs)  # routing plan + bucket check: refuses before anything runs
         start = time.perf_counter()
         if args.threads:
