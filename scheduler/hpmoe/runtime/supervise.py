@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from typing import Callable
 
@@ -48,6 +49,13 @@ def supervise(procs: list[subprocess.Popen], timeout_s: float, abort_group: Call
     stopped_since: dict[int, float] = {}
     failed_at = None
     running = dict(enumerate(procs))
+    # Drain every stderr pipe as it fills: a rank writing more than a pipe holds (a sanitizer report) would
+    # otherwise block before it exits and look hung.
+    errors: dict[int, list[str]] = {r: [] for r in running}
+    readers = {r: threading.Thread(target=lambda p=p, out=errors[r]: out.append(p.stderr.read() if p.stderr else ""),
+                                   daemon=True) for r, p in running.items()}
+    for t in readers.values():
+        t.start()
 
     def fail(rank: int) -> None:
         nonlocal failed_at
@@ -61,7 +69,8 @@ def supervise(procs: list[subprocess.Popen], timeout_s: float, abort_group: Call
             code = p.poll()
             if code is not None:
                 del running[r]
-                err = p.stderr.read() if p.stderr else ""
+                readers[r].join(timeout=5.0)
+                err = "".join(errors[r])
                 if code != 0:
                     line = err.strip().splitlines()[-1] if err.strip() else ""
                     if code < 0 or not line:
