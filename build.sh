@@ -3,6 +3,7 @@
 #   ./build.sh demo    the main job: run MoE-FFN fwd+bwd across EP ranks on the CPU twin and check it against
 #                      float64; compile + verify DeepSeek-V3 SSCs; predict their A3 latency (out/demo/)
 #   ./build.sh test    the whole test suite (C++ and Python)
+#   ./build.sh train   MindSpore example: train a MoE block with hpmoe and the standard path on 4 msrun ranks
 #   ./build.sh setup   set-up only
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -55,6 +56,11 @@ demo() {
     --plot "$out/timeline.png" --trace "$out/trace.json"
 }
 
+train() {  # issue 8: TRAIN_STEPS (default 300), outputs in out/train/ (loss.png, summary.json)
+  log "MindSpore: train a MoE block on 4 msrun ranks with hpmoe and with the standard path (GRAPH, AdamW)"
+  "$VENV/bin/python" examples/train_compare.py --ep 4 --steps "${TRAIN_STEPS:-300}" --out "$ROOT/out/train"
+}
+
 run_tests() {
   log "C++ tests (ctest)"
   (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
@@ -91,5 +97,6 @@ case "$cmd" in
   setup) setup ;;
   demo) setup; demo ;;
   test) setup; run_tests "$@" ;;
-  *) sed -n '2,6p' "$0"; [ "$cmd" = help ] || exit 2 ;;
+  train) setup; train ;;
+  *) sed -n '2,7p' "$0"; [ "$cmd" = help ] || exit 2 ;;
 esac

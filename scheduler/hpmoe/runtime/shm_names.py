@@ -15,7 +15,7 @@ from pathlib import Path
 
 SHM_DIR = Path("/dev/shm")
 PREFIX = "hpmoe-"
-_NAME = re.compile(r"^hpmoe-(\d+)-[0-9a-f]+$")
+_NAME = re.compile(r"^hpmoe-(\d+)-[0-9a-f]{8}$")  # exactly what segment_name makes
 
 
 def segment_name(pid: int | None = None) -> str:

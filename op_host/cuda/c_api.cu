@@ -1,0 +1,112 @@
+#include "c_api.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+#include <new>
+
+#include "cuda_group.h"
+
+using hpmoe::cuda::CudaGroup;
+
+namespace {
+
+int Fail(const std::string& msg, char* err, int errlen) {
+  if (err != nullptr && errlen > 0) std::snprintf(err, size_t(errlen), "%s", msg.c_str());
+  return msg.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+extern "C" {
+
+int hpmoe_cuda_device_count(void) {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
+                              const int32_t* devices, char* err, int errlen) {
+  hpmoe::ssc::SscConfig cfg;
+  std::memcpy(&cfg, config16, sizeof(cfg));
+  CudaGroup* g = new (std::nothrow) CudaGroup();
+  if (g == nullptr) {
+    Fail("out of host memory", err, errlen);
+    return nullptr;
+  }
+  const std::vector<int> devs(devices, devices + (cfg.ep <= hpmoe::cuda::kMaxRanks ? cfg.ep : 0));
+  const std::string e = g->Create(cfg, counters_fwd, counters_bwd, devs);
+  if (!e.empty()) {
+    Fail(e, err, errlen);
+    delete g;
+    return nullptr;
+  }
+  return g;
+}
+
+void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
+                             int32_t device, char* err, int errlen) {
+  hpmoe::ssc::SscConfig cfg;
+  std::memcpy(&cfg, config16, sizeof(cfg));
+  CudaGroup* g = new (std::nothrow) CudaGroup();
+  if (g == nullptr) {
+    Fail("out of host memory", err, errlen);
+    return nullptr;
+  }
+  const std::string e = g->CreateLocal(cfg, counters_fwd, counters_bwd, rank, device);
+  if (!e.empty()) {
+    Fail(e, err, errlen);
+    delete g;
+    return nullptr;
+  }
+  return g;
+}
+
+int hpmoe_cuda_ipc_export(void* group, uint8_t* handle, char* err, int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->ExportHandle(handle, 64), err, errlen);
+}
+
+int hpmoe_cuda_ipc_open(void* group, uint32_t peer, const uint8_t* handle, char* err, int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->OpenPeer(peer, handle, 64), err, errlen);
+}
+
+void hpmoe_cuda_group_destroy(void* group) { delete static_cast<CudaGroup*>(group); }
+
+int hpmoe_cuda_load(void* group, uint32_t rank, uint32_t direction, const uint8_t* data, uint64_t size, char* err,
+                    int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->Load(rank, direction, data, size_t(size)), err, errlen);
+}
+
+int hpmoe_cuda_write(void* group, uint32_t rank, uint32_t slot, const void* src, uint64_t bytes, char* err, int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->Write(rank, slot, src, bytes), err, errlen);
+}
+
+int hpmoe_cuda_read(void* group, uint32_t rank, uint32_t slot, void* dst, uint64_t bytes, char* err, int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->Read(rank, slot, dst, bytes), err, errlen);
+}
+
+int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* o, float* ms_per_rank, char* err,
+                   int errlen) {
+  CudaGroup* g = static_cast<CudaGroup*>(group);
+  hpmoe::cuda::LaunchOptions opts;
+  opts.timeout_ms = o->timeout_ms;
+  opts.fault_rank = o->fault_rank;
+  opts.fault_mode = o->fault_mode;
+  opts.fault_after = o->fault_after;
+  opts.trace = o->trace != 0;
+  const std::string e = g->Run(direction, opts);
+  if (ms_per_rank != nullptr && e.empty()) {
+    for (uint32_t r = 0; r < g->NumRanks(); ++r) ms_per_rank[r] = g->LastMs(r);
+  }
+  return Fail(e, err, errlen);
+}
+
+uint32_t hpmoe_cuda_num_tasks(void* group, uint32_t rank, uint32_t direction) {
+  return static_cast<CudaGroup*>(group)->NumTasks(rank, direction);
+}
+
+int hpmoe_cuda_trace(void* group, uint32_t rank, uint32_t direction, uint64_t* out, char* err, int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->ReadTrace(rank, direction, out), err, errlen);
+}
+}

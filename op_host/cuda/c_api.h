@@ -1,0 +1,41 @@
+// C ABI of the CUDA backend (loaded by scheduler/hpmoe/cuda/native.py through ctypes). Every function that
+// can fail returns 0 / a pointer on success, else non-zero / NULL with one line in `err`.
+#pragma once
+
+#include <stdint.h>
+
+extern "C" {
+
+typedef struct {
+  uint64_t timeout_ms;   // bound on every wait
+  uint32_t fault_rank;
+  uint32_t fault_mode;   // 0: none, 1: drop the fault_after-th put on fault_rank (no payload, no signal)
+  uint32_t fault_after;
+  uint32_t trace;        // 1: record per-task start/end (global timer, ns)
+} HpmoeCudaOptions;
+
+// GPUs the CUDA runtime sees (0 when there is no driver or no GPU).
+int hpmoe_cuda_device_count(void);
+
+// config16: the 16 uint32 of ssc::SscConfig; devices: the GPU of each rank (ep entries).
+void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
+                              const int32_t* devices, char* err, int errlen);
+// One rank of a group whose ranks are processes (one GPU each): allocates `rank`'s heap on `device`; map the
+// peers' heaps with hpmoe_cuda_ipc_open before loading SSCs of other ranks' data or running.
+void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
+                             int32_t device, char* err, int errlen);
+// handle: 64 bytes (cudaIpcMemHandle_t) of this process's rank heap / of a peer's.
+int hpmoe_cuda_ipc_export(void* group, uint8_t* handle, char* err, int errlen);
+int hpmoe_cuda_ipc_open(void* group, uint32_t peer, const uint8_t* handle, char* err, int errlen);
+void hpmoe_cuda_group_destroy(void* group);
+int hpmoe_cuda_load(void* group, uint32_t rank, uint32_t direction, const uint8_t* data, uint64_t size, char* err,
+                    int errlen);
+int hpmoe_cuda_write(void* group, uint32_t rank, uint32_t slot, const void* src, uint64_t bytes, char* err, int errlen);
+int hpmoe_cuda_read(void* group, uint32_t rank, uint32_t slot, void* dst, uint64_t bytes, char* err, int errlen);
+// One launch of `direction` on every rank; ms_per_rank (ep floats, may be NULL) gets each kernel's time.
+int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* options, float* ms_per_rank, char* err,
+                   int errlen);
+uint32_t hpmoe_cuda_num_tasks(void* group, uint32_t rank, uint32_t direction);
+// out: num_tasks x 2 uint64 (start, end) of the last traced launch.
+int hpmoe_cuda_trace(void* group, uint32_t rank, uint32_t direction, uint64_t* out, char* err, int errlen);
+}

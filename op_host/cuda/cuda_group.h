@@ -1,0 +1,90 @@
+// Host side of the CUDA backend: one EP group driven from one process, rank r on GPU devices[r] (one GPU per
+// rank; several ranks may share a GPU for small tests). Each rank's heap segment is one cudaMalloc with the
+// CPU twin's layout (op_kernel/cpu/heap_layout.h); peers reach each other's segments through P2P pointers,
+// so a symmetric address translates by segment base exactly as on the CPU twin and under NVSHMEM.
+// SSCs are accepted only through the shared validating loader (op_host/ssc_loader.h: LoadSsc per rank,
+// ValidateGroup per direction) plus this backend's checks, then uploaded. A launch is one cooperative
+// (co-resident) persistent kernel per rank; all ranks of a direction are launched together.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../op_kernel/cpu/heap_layout.h"
+#include "../../op_kernel/cuda/device_rank.cuh"
+#include "../ssc_loader.h"
+
+namespace hpmoe {
+namespace cuda {
+
+struct LaunchOptions {
+  uint64_t timeout_ms = 30000;
+  uint32_t fault_rank = 0;
+  uint32_t fault_mode = kCudaFaultNone;  // CudaFault
+  uint32_t fault_after = 0;
+  bool trace = false;  // record per-task global-timer start/end
+};
+
+struct RankState {
+  int device = 0;
+  uint8_t* segment = nullptr;  // this process's allocation, a P2P-reachable one, or a peer's IPC mapping
+  bool owned = false;          // allocated here (else mapped from a peer process)
+  ssc::LoadedSsc ssc[2];
+  uint8_t* image[2] = {nullptr, nullptr};  // the validated SSC file on the device
+  DeviceRank host_rank[2]{};
+  DeviceRank* dev_rank[2] = {nullptr, nullptr};
+  rt::WorkerReport* reports[2] = {nullptr, nullptr};
+  uint64_t* trace[2] = {nullptr, nullptr};
+  uint32_t* fault_counter = nullptr;
+  uint32_t invocations[2] = {0, 0};
+  void* stream = nullptr;  // cudaStream_t
+  void* events[2] = {nullptr, nullptr};
+  float last_ms = 0.0f;
+};
+
+class CudaGroup {
+ public:
+  ~CudaGroup();
+  // Allocates and zeroes every rank's segment; enables peer access between the GPUs. "" or one line.
+  std::string Create(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
+                     const std::vector<int>& devices);
+  // One rank of a group whose ranks are separate processes (one GPU each, e.g. torchrun): allocates only
+  // `rank`'s segment; the peers' segments are mapped with OpenPeer from handles ExportHandle produced there.
+  std::string CreateLocal(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
+                          int device);
+  std::string ExportHandle(uint8_t* out, size_t size) const;
+  std::string OpenPeer(uint32_t peer, const uint8_t* handle, size_t size);
+  // Validates (shared loader + group check once every rank's file of `direction` is in) and uploads.
+  std::string Load(uint32_t rank, uint32_t direction, const uint8_t* data, size_t size);
+  // Copies a whole slot in or out; src/dst may be host or device memory (unified addressing).
+  std::string Write(uint32_t rank, uint32_t slot, const void* src, uint64_t bytes);
+  std::string Read(uint32_t rank, uint32_t slot, void* dst, uint64_t bytes);
+  // One launch of `direction` on every rank; "" or the report of the worker that failed first.
+  std::string Run(uint32_t direction, const LaunchOptions& options);
+  uint32_t NumRanks() const { return uint32_t(ranks_.size()); }
+  float LastMs(uint32_t rank) const { return ranks_[rank].last_ms; }
+  uint32_t NumTasks(uint32_t rank, uint32_t direction) const { return ranks_[rank].ssc[direction].program.num_tasks; }
+  std::string ReadTrace(uint32_t rank, uint32_t direction, uint64_t* out);
+  const cpu::HeapLayout& layout() const { return layout_; }
+
+ private:
+  std::string Configure(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd);
+  std::string AllocateRank(uint32_t rank, int device);
+  bool IsLocal(uint32_t rank) const { return local_rank_ < 0 || int(rank) == local_rank_; }
+  std::string CheckBinding(uint32_t rank, uint32_t direction) const;
+  std::string Upload(uint32_t rank, uint32_t direction);
+  std::string CheckCoResidency(uint32_t rank, uint32_t direction) const;
+
+  ssc::SscConfig cfg_{};
+  cpu::HeapLayout layout_{};
+  std::vector<RankState> ranks_;
+  bool validated_[2] = {false, false};
+  bool failed_ = false;
+  int local_rank_ = -1;  // -1: every rank lives in this process
+};
+
+std::string FormatWorkerReport(const rt::WorkerReport& r, uint32_t num_aic);
+
+}  // namespace cuda
+}  // namespace hpmoe

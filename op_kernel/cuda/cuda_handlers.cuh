@@ -1,0 +1,79 @@
+// The CUDA backend's Handlers: one member per task type (backend_traits.h), each a block-wide call into
+// handlers_{gemm,vector,put}.cuh, wrapped with the per-task trace stamps (global timer, ns) and the fault
+// hook that drops one put (tests: a lost message must end in a reported wait timeout, not a hang).
+#pragma once
+
+#include "cuda_sync.cuh"
+#include "handlers_gemm.cuh"
+#include "handlers_put.cuh"
+#include "handlers_vector.cuh"
+
+namespace hpmoe {
+namespace cuda {
+
+template <class T>
+class CudaHandlers {
+ public:
+  __device__ CudaHandlers(const DeviceRank& d, CudaSync& sync, uint8_t* smem) : d_(d), sync_(sync), smem_(smem) {}
+
+  __device__ int32_t EntrySignal(const rt::TaskCall& c) { return Put(c, [&] { return RunEntrySignal(d_, sync_, c); }); }
+  __device__ int32_t CountPut(const rt::TaskCall& c) { return Put(c, [&] { return RunCountPut(d_, sync_, c); }); }
+  __device__ int32_t DispatchPut(const rt::TaskCall& c) {
+    return Put(c, [&] { return RunDispatchPut<T, false>(d_, sync_, c); });
+  }
+  __device__ int32_t BwdDispatchPut(const rt::TaskCall& c) {
+    return Put(c, [&] { return RunDispatchPut<T, true>(d_, sync_, c); });
+  }
+  __device__ int32_t CombinePut(const rt::TaskCall& c) { return Put(c, [&] { return RunCombinePut(d_, sync_, c); }); }
+  __device__ int32_t Gmm(const rt::TaskCall& c) { return Traced(c, [&] { return RunGmm<T, false>(d_, smem_, *c.task); }); }
+  __device__ int32_t GmmTransB(const rt::TaskCall& c) {
+    return Traced(c, [&] { return RunGmm<T, true>(d_, smem_, *c.task); });
+  }
+  __device__ int32_t GmmWeightGrad(const rt::TaskCall& c) {
+    return Traced(c, [&] { return RunWeightGrad<T>(d_, smem_, *c.task); });
+  }
+  __device__ int32_t Swiglu(const rt::TaskCall& c) { return Traced(c, [&] { return RunSwiglu<T>(d_, *c.task); }); }
+  __device__ int32_t SwigluGrad(const rt::TaskCall& c) {
+    return Traced(c, [&] { return RunSwigluGrad<T>(d_, *c.task); });
+  }
+  __device__ int32_t CombineReduce(const rt::TaskCall& c) {
+    return Traced(c, [&] { return RunCombineReduce<T>(d_, *c.task); });
+  }
+  __device__ int32_t BwdCombineReduce(const rt::TaskCall& c) {
+    return Traced(c, [&] { return RunBwdCombineReduce<T>(d_, *c.task); });
+  }
+  __device__ int32_t TopkWeightGrad(const rt::TaskCall& c) {
+    return Traced(c, [&] { return RunTopkWeightGrad<T>(d_, *c.task); });
+  }
+  __device__ int32_t Add(const rt::TaskCall& c) { return Traced(c, [&] { return RunAdd(d_, *c.task); }); }
+
+ private:
+  template <class F>
+  __device__ int32_t Traced(const rt::TaskCall& c, F&& f) {
+    if (d_.trace != nullptr && threadIdx.x == 0) d_.trace[2 * uint64_t(c.task_id)] = GlobalTimerNs();
+    const int32_t err = f();
+    __syncthreads();  // every thread's stores are done before the task counts as ended (and triggers)
+    if (d_.trace != nullptr && threadIdx.x == 0) d_.trace[2 * uint64_t(c.task_id) + 1] = GlobalTimerNs();
+    return err;
+  }
+
+  template <class F>
+  __device__ int32_t Put(const rt::TaskCall& c, F&& f) {
+    __shared__ uint32_t drop;
+    if (d_.fault_mode == kCudaFaultDropPut) {
+      if (threadIdx.x == 0) drop = atomicAdd(d_.fault_counter, 1u) + 1 == d_.fault_after;
+      __syncthreads();
+      const bool dropped = drop != 0;
+      __syncthreads();
+      if (dropped) return 0;  // neither payload nor signal: the consumer's bounded wait must report it
+    }
+    return Traced(c, f);
+  }
+
+  const DeviceRank& d_;
+  CudaSync& sync_;
+  uint8_t* smem_;
+};
+
+}  // namespace cuda
+}  // namespace hpmoe

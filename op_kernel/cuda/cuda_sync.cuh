@@ -1,0 +1,129 @@
+// The CUDA backend's Sync: event counters in global memory with release/acquire ordering at system scope
+// (peers' counters are reached through peer pointers over NVLink), bounded waits, and put_mem_signal as a
+// block-wide copy into the peer's segment followed by one release add on its counter.
+//
+// The worker loop runs in every thread of a block in lockstep. Thread 0 spins and signals; the others meet
+// it at __syncthreads, which orders their payload stores before thread 0's release (release is cumulative)
+// and thread 0's acquire before their loads.
+#pragma once
+
+#include "../runtime/backend_traits.h"
+#include "device_rank.cuh"
+
+namespace hpmoe {
+namespace cuda {
+
+__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void AddRelease(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Marks the group failed (first failure wins on each rank) so that every other worker stops at its next wait.
+__device__ __forceinline__ void RaiseAbort(const DeviceRank& d) {
+  for (uint32_t r = 0; r < d.cfg.ep; ++r) atomicCAS(d.AbortWord(r), 0u, d.rank + 1);
+  __threadfence_system();
+}
+
+// n 16-byte vectors from s to o, this thread taking every stride-th from tid; four loads in flight per
+// thread before their stores (one at a time held a vector block to about 7 GB/s of puts).
+__device__ __forceinline__ void CopyVectors(uint4* o, const uint4* s, uint64_t n, uint32_t tid, uint32_t stride) {
+  constexpr uint32_t kInFlight = 4;
+  uint64_t i = tid;
+  for (; i + (kInFlight - 1) * uint64_t(stride) < n; i += kInFlight * uint64_t(stride)) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (uint32_t u = 0; u < kInFlight; ++u) v[u] = __ldcg(s + i + u * stride);
+#pragma unroll
+    for (uint32_t u = 0; u < kInFlight; ++u) o[i + u * stride] = v[u];
+  }
+  for (; i < n; i += stride) o[i] = __ldcg(s + i);
+}
+
+// Copies `bytes` from src to dst with the whole block: 16-byte vectors when both are aligned; loads from L2
+// (the payload was written by another block).
+__device__ __forceinline__ void BlockCopy(void* dst, const void* src, uint64_t bytes) {
+  if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) & 15) == 0) {
+    CopyVectors(reinterpret_cast<uint4*>(dst), reinterpret_cast<const uint4*>(src), bytes / 16, threadIdx.x,
+                blockDim.x);
+    return;
+  }
+  const uint8_t* s = reinterpret_cast<const uint8_t*>(src);
+  uint8_t* o = reinterpret_cast<uint8_t*>(dst);
+  for (uint64_t i = threadIdx.x; i < bytes; i += blockDim.x) o[i] = s[i];
+}
+
+class CudaSync {
+ public:
+  __device__ explicit CudaSync(const DeviceRank& d) : d_(d) {}
+
+  __device__ int32_t Wait(uint32_t event, uint32_t target, rt::WaitResult* seen) {
+    __shared__ int32_t status;
+    __shared__ uint32_t counter;
+    __shared__ int32_t detail;
+    if (threadIdx.x == 0) {
+      const uint32_t* c = d_.Counter(d_.rank, event);
+      uint32_t v = LoadAcquire(c);
+      int32_t st = rt::kOk, det = 0;
+      if (!rt::CounterReached(v, target)) {
+        const uint64_t deadline = GlobalTimerNs() + d_.timeout_ns;
+        for (uint32_t spin = 1;; ++spin) {
+          v = LoadAcquire(c);
+          if (rt::CounterReached(v, target)) break;
+          if ((spin & 63) == 0) {
+            const uint32_t abort = LoadAcquire(d_.AbortWord(d_.rank));
+            if (abort != 0) {
+              st = rt::kAborted;
+              det = int32_t(abort) - 1;
+              break;
+            }
+            if (GlobalTimerNs() > deadline) {
+              st = rt::kWaitTimeout;
+              RaiseAbort(d_);
+              break;
+            }
+          }
+        }
+      }
+      status = st;
+      counter = v;
+      detail = det;
+    }
+    __syncthreads();
+    const int32_t st = status;
+    seen->counter = counter;
+    seen->detail = detail;
+    __syncthreads();
+    return st;
+  }
+
+  __device__ void Signal(uint32_t rank, uint32_t event) {
+    __syncthreads();
+    if (threadIdx.x == 0) AddRelease(d_.Counter(rank, event), 1u);
+  }
+
+  // `dst` is the symmetric (local-layout) address; the payload lands in dst_rank's segment. src == nullptr
+  // with bytes == 0 signals a payload the handler already wrote through Peer() (gathered rows).
+  __device__ void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event,
+                               uint32_t value) {
+    if (bytes != 0) BlockCopy(d_.Peer(dst_rank, static_cast<uint8_t*>(dst)), src, bytes);
+    __syncthreads();
+    if (threadIdx.x == 0 && event != ssc::kNoEvent) AddRelease(d_.Counter(dst_rank, event), value);
+  }
+
+ private:
+  const DeviceRank& d_;
+};
+
+}  // namespace cuda
+}  // namespace hpmoe

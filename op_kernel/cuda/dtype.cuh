@@ -1,0 +1,47 @@
+// bf16 / fp16 element conversions (round to nearest even, as the CPU twin's dtype.h) and 8-element vector
+// loads that bypass L1: data written by another block or rank is read from L2 (ld.global.cg), never a
+// stale L1 line.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+namespace hpmoe {
+namespace cuda {
+
+__device__ __forceinline__ float ToF(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float ToF(__half v) { return __half2float(v); }
+template <class T>
+__device__ __forceinline__ T FromF(float v);
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <>
+__device__ __forceinline__ __half FromF<__half>(float v) { return __float2half_rn(v); }
+
+// 8 consecutive elements (16 bytes, aligned) as fp32.
+template <class T>
+__device__ __forceinline__ void Load8(const T* p, float* out) {
+  const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(p));
+  const T* e = reinterpret_cast<const T*>(&raw);
+  for (int i = 0; i < 8; ++i) out[i] = ToF(e[i]);
+}
+
+template <class T>
+__device__ __forceinline__ void Store8(T* p, const float* in) {
+  uint4 raw;
+  T* e = reinterpret_cast<T*>(&raw);
+  for (int i = 0; i < 8; ++i) e[i] = FromF<T>(in[i]);
+  *reinterpret_cast<uint4*>(p) = raw;
+}
+
+__device__ __forceinline__ void StoreF32x8(float* p, const float* in) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(in[0], in[1], in[2], in[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(in[4], in[5], in[6], in[7]);
+}
+
+__device__ __forceinline__ int32_t LoadI32(const int32_t* p) { return __ldcg(p); }
+__device__ __forceinline__ float LoadF32(const float* p) { return __ldcg(p); }
+
+}  // namespace cuda
+}  // namespace hpmoe

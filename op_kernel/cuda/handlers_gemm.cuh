@@ -1,0 +1,102 @@
+// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole, the full expert
+// width) and GMM_WEIGHT_GRAD (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into fp32).
+// Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
+#pragma once
+
+#ifndef HPMOE_GEMM_WGMMA
+#define HPMOE_GEMM_WGMMA 1  // Hopper wgmma tiles; 0 selects the mma.sync tiles (block_gemm.cuh)
+#endif
+#if HPMOE_GEMM_WGMMA
+#include "block_gemm_wgmma.cuh"
+#else
+#include "block_gemm.cuh"
+#endif
+#include "row_segments.cuh"
+
+namespace hpmoe {
+namespace cuda {
+
+__device__ __forceinline__ bool FullCols(const DeviceRank& d, const ssc::SscTensorRef& r) {
+  return r.slot < ssc::kSlotCount && r.col_offset == 0 && r.cols == d.slots[r.slot].cols;
+}
+__device__ __forceinline__ bool SameRows(const ssc::SscTensorRef& a, const ssc::SscTensorRef& b) {
+  return a.row_offset == b.row_offset && a.rows == b.rows;
+}
+
+template <class T>
+struct StoreRounded {
+  __device__ void operator()(T* p, float v0, float v1) const {
+    T pair[2] = {FromF<T>(v0), FromF<T>(v1)};
+    *reinterpret_cast<uint32_t*>(p) = *reinterpret_cast<const uint32_t*>(pair);
+  }
+};
+struct StoreFp32 {
+  __device__ void operator()(float* p, float v0, float v1) const { *reinterpret_cast<float2*>(p) = make_float2(v0, v1); }
+};
+
+template <class T, bool kTransB>
+__device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& in = t.inputs[0];
+  const ssc::SscTensorRef& w = t.inputs[1];
+  const ssc::SscTensorRef& out = t.outputs[0];
+  if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
+  const int64_t kw = d.slots[w.slot].dim1, nw = d.slots[w.slot].cols;
+  const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
+  if (!FullCols(d, in) || !FullCols(d, out) || in.cols != k || out.cols != n || !SameRows(in, out))
+    return rt::kErrRegion;
+  const T* x = d.Slot<T>(in.slot);
+  T* y = d.Slot<T>(out.slot);
+  const T* weights = d.Slot<T>(w.slot);
+  BlockGemm<T, false, kTransB> g(smem);
+  return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+    const int64_t m = int64_t(r1 - r0);
+    const Stored<T> a{x + r0 * k, k, m, k};
+    // W[e] is kw x nw row-major: B itself (GMM), or B^T read as column-major (GMM_TRANS_B: rows n, cols k).
+    const Stored<T> b{weights + int64_t(e) * kw * nw, nw, kw, nw};
+    for (int64_t m0 = 0; m0 < m; m0 += kBM) {
+      for (int64_t n0 = 0; n0 < n; n0 += kBN) {
+        g.Zero();
+        g.Accumulate(a, b, m0, n0, 0, k);
+        g.Write(y + r0 * n, n, m0, n0, m, n, StoreRounded<T>{});
+      }
+    }
+  });
+}
+
+template <class T>
+__device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& x = t.inputs[0];
+  const ssc::SscTensorRef& dy = t.inputs[1];
+  const ssc::SscTensorRef& out = t.outputs[0];
+  if (out.slot != ssc::kSlotDW1 && out.slot != ssc::kSlotDW2) return rt::kErrRegion;
+  const uint64_t per_expert = d.slots[out.slot].dim1, n = d.slots[out.slot].cols;
+  const uint64_t e = out.row_offset / per_expert, b0 = out.row_offset % per_expert, wg = out.rows;
+  const uint64_t all_rows = uint64_t(d.cfg.ep) * d.cfg.recv_rows_per_src;
+  if (x.slot >= ssc::kSlotCount || !FullCols(d, dy) || e >= d.cfg.experts_per_rank || b0 + wg > per_expert ||
+      !FullCols(d, out) || x.col_offset != b0 || x.cols != wg || dy.cols != n || x.row_offset != 0 ||
+      x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows || (b0 % 8) != 0)
+    return rt::kErrRegion;
+  const int64_t ldx = int64_t(d.slots[x.slot].cols);
+  const T* xs = d.Slot<T>(x.slot) + b0;
+  const T* dys = d.Slot<T>(dy.slot);
+  float* c = d.Slot<float>(out.slot) + uint64_t(out.row_offset) * n;
+  BlockGemm<T, true, false> g(smem);
+  int32_t err = 0;
+  for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {
+    for (int64_t n0 = 0; n0 < int64_t(n) && err == 0; n0 += kBN) {
+      g.Zero();
+      // Fixed order: slots 0..ep-1, rows ascending (the CPU twin's order); K = rows of expert e.
+      err = ForEachExpertSegment(d, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
+        if (expert != e) return;
+        const Stored<T> a{xs, ldx, int64_t(r1), int64_t(wg)};
+        const Stored<T> b{dys, int64_t(n), int64_t(r1), int64_t(n)};
+        g.Accumulate(a, b, m0, n0, int64_t(r0), int64_t(r1));
+      });
+      if (err == 0) g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
+    }
+  }
+  return err;
+}
+
+}  // namespace cuda
+}  // namespace hpmoe

@@ -1,0 +1,192 @@
+// The vector-role compute handlers: SwiGLU and its gradient on a row tile's valid rows, the weighted top-k
+// reductions over a token tile (j ascending, fp32, one rounding), the router-weight gradient (one warp per
+// (t, j): lanes sum fixed column strides, then a fixed butterfly), and ADD. 8-element vectors throughout
+// (the launcher requires h, I and wgrad_tile to be multiples of 8).
+#pragma once
+
+#include "handlers_gemm.cuh"
+
+namespace hpmoe {
+namespace cuda {
+
+__device__ __forceinline__ float Sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+template <class T>
+__device__ int32_t RunSwiglu(const DeviceRank& d, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& h = t.inputs[0];
+  const ssc::SscTensorRef& out = t.outputs[0];
+  const uint64_t inter = d.cfg.inter;
+  if (h.slot != ssc::kSlotH || !FullCols(d, h) || h.cols != 2 * inter || !FullCols(d, out) || out.cols != inter ||
+      !SameRows(h, out))
+    return rt::kErrRegion;
+  const T* hs = d.Slot<T>(h.slot);
+  T* as = d.Slot<T>(out.slot);
+  return ForEachValidRange(d, h.row_offset, h.rows, [&](uint64_t r0, uint64_t r1) {
+    const uint64_t vecs = inter / 8;
+    for (uint64_t i = threadIdx.x; i < (r1 - r0) * vecs; i += blockDim.x) {
+      const uint64_t r = r0 + i / vecs, c = (i % vecs) * 8;
+      float g[8], u[8], o[8];
+      Load8(hs + r * 2 * inter + c, g);
+      Load8(hs + r * 2 * inter + inter + c, u);
+      for (int q = 0; q < 8; ++q) o[q] = g[q] * Sigmoid(g[q]) * u[q];
+      Store8(as + r * inter + c, o);
+    }
+  });
+}
+
+template <class T>
+__device__ int32_t RunSwigluGrad(const DeviceRank& d, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& da = t.inputs[0];
+  const ssc::SscTensorRef& h = t.inputs[1];
+  const ssc::SscTensorRef& out = t.outputs[0];
+  const uint64_t inter = d.cfg.inter;
+  if (!FullCols(d, da) || da.cols != inter || h.slot != ssc::kSlotH || !FullCols(d, h) || !FullCols(d, out) ||
+      out.cols != 2 * inter || !SameRows(da, out) || !SameRows(h, out))
+    return rt::kErrRegion;
+  const T* hs = d.Slot<T>(h.slot);
+  const T* das = d.Slot<T>(da.slot);
+  T* dhs = d.Slot<T>(out.slot);
+  return ForEachValidRange(d, out.row_offset, out.rows, [&](uint64_t r0, uint64_t r1) {
+    const uint64_t vecs = inter / 8;
+    for (uint64_t i = threadIdx.x; i < (r1 - r0) * vecs; i += blockDim.x) {
+      const uint64_t r = r0 + i / vecs, c = (i % vecs) * 8;
+      float g[8], u[8], dv[8], dg[8], du[8];
+      Load8(hs + r * 2 * inter + c, g);
+      Load8(hs + r * 2 * inter + inter + c, u);
+      Load8(das + r * inter + c, dv);
+      for (int q = 0; q < 8; ++q) {
+        const float sg = Sigmoid(g[q]);
+        du[q] = dv[q] * g[q] * sg;
+        dg[q] = dv[q] * u[q] * sg * (1.0f + g[q] * (1.0f - sg));
+      }
+      Store8(dhs + r * 2 * inter + c, dg);
+      Store8(dhs + r * 2 * inter + inter + c, du);
+    }
+  });
+}
+
+// token_rows[t][j], checked against the return buffers' rows (uniform: every thread reads the same entries).
+__device__ __forceinline__ bool TokenRowsValid(const DeviceRank& d, uint64_t t0, uint64_t tokens) {
+  const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
+  const int64_t limit = int64_t(d.cfg.ep) * d.cfg.recv_rows_per_src;
+  for (uint64_t i = t0 * d.cfg.topk; i < (t0 + tokens) * d.cfg.topk; ++i) {
+    const int32_t v = rows[i];
+    if (v < 0 || v >= limit) return false;
+  }
+  return true;
+}
+
+// out[t] = sum_j scale[t*k + j] * ret[token_rows[t][j]] (scale == nullptr: 1), j ascending, fp32.
+template <class T>
+__device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& ret, const ssc::SscTensorRef& rows_ref,
+                                const ssc::SscTensorRef& out, const float* scale) {
+  const uint64_t h = d.cfg.hidden, k = d.cfg.topk;
+  if (!FullCols(d, ret) || ret.cols != h || rows_ref.slot != ssc::kSlotTokenRows || !FullCols(d, rows_ref) ||
+      !FullCols(d, out) || out.cols != h || !SameRows(rows_ref, out))
+    return rt::kErrRegion;
+  if (!TokenRowsValid(d, out.row_offset, out.rows)) return rt::kErrPlan;
+  const T* rs = d.Slot<T>(ret.slot);
+  const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
+  T* os = d.Slot<T>(out.slot);
+  const uint64_t vecs = h / 8;
+  for (uint64_t i = threadIdx.x; i < uint64_t(out.rows) * vecs; i += blockDim.x) {
+    const uint64_t tok = out.row_offset + i / vecs, c = (i % vecs) * 8;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v[8];
+    for (uint64_t j = 0; j < k; ++j) {
+      Load8(rs + uint64_t(rows[tok * k + j]) * h + c, v);
+      const float w = scale ? scale[tok * k + j] : 1.0f;
+      for (int q = 0; q < 8; ++q) acc[q] += w * v[q];
+    }
+    Store8(os + tok * h + c, acc);
+  }
+  return 0;
+}
+
+template <class T>
+__device__ int32_t RunCombineReduce(const DeviceRank& d, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& w = t.inputs[1];
+  if (w.slot != ssc::kSlotTopkWeights || !SameRows(w, t.outputs[0])) return rt::kErrRegion;
+  return ReduceTokens<T>(d, t.inputs[0], t.inputs[2], t.outputs[0], d.Slot<float>(ssc::kSlotTopkWeights));
+}
+
+template <class T>
+__device__ int32_t RunBwdCombineReduce(const DeviceRank& d, const ssc::SscTask& t) {
+  return ReduceTokens<T>(d, t.inputs[0], t.inputs[1], t.outputs[0], nullptr);
+}
+
+template <class T>
+__device__ int32_t RunTopkWeightGrad(const DeviceRank& d, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& dy = t.inputs[0];
+  const ssc::SscTensorRef& ret = t.inputs[1];
+  const ssc::SscTensorRef& rows_ref = t.inputs[2];
+  const ssc::SscTensorRef& out = t.outputs[0];
+  const uint64_t h = d.cfg.hidden, k = d.cfg.topk;
+  if (dy.slot != ssc::kSlotDy || !SameRows(dy, out) || ret.slot != ssc::kSlotRetY || !FullCols(d, ret) ||
+      rows_ref.slot != ssc::kSlotTokenRows || !SameRows(rows_ref, out) || out.slot != ssc::kSlotDTopkWeights ||
+      !FullCols(d, out))
+    return rt::kErrRegion;
+  if (!TokenRowsValid(d, out.row_offset, out.rows)) return rt::kErrPlan;
+  const T* dys = d.Slot<T>(ssc::kSlotDy);
+  const T* rs = d.Slot<T>(ssc::kSlotRetY);
+  const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
+  float* dw = d.Slot<float>(ssc::kSlotDTopkWeights);
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (uint64_t p = warp; p < uint64_t(out.rows) * k; p += warps) {
+    const uint64_t tok = out.row_offset + p / k, j = p % k;
+    const T* a = rs + uint64_t(rows[tok * k + j]) * h;
+    const T* b = dys + tok * h;
+    float sum = 0.0f, va[8], vb[8];
+    for (uint64_t c = lane * 8; c < h; c += 32 * 8) {
+      Load8(a + c, va);
+      Load8(b + c, vb);
+      for (int q = 0; q < 8; ++q) sum += va[q] * vb[q];
+    }
+    for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == 0) dw[tok * k + j] = sum;
+  }
+  return 0;
+}
+
+// ADD over three equal-shaped local regions of activation-dtype slots (fp32 math, one rounding). Rare
+// (microbenchmarks only): plain element loop.
+__device__ __forceinline__ float LoadAny(const DeviceRank& d, uint32_t slot, uint64_t idx) {
+  const uint32_t dt = d.slots[slot].dtype;
+  const uint8_t* base = d.Slot(slot);
+  if (dt == ssc::kFP32) return __ldcg(reinterpret_cast<const float*>(base) + idx);
+  if (dt == ssc::kFP16) return ToF(reinterpret_cast<const __half*>(base)[idx]);
+  return ToF(reinterpret_cast<const __nv_bfloat16*>(base)[idx]);
+}
+__device__ __forceinline__ void StoreAny(const DeviceRank& d, uint32_t slot, uint64_t idx, float v) {
+  const uint32_t dt = d.slots[slot].dtype;
+  uint8_t* base = d.Slot(slot);
+  if (dt == ssc::kFP32) reinterpret_cast<float*>(base)[idx] = v;
+  else if (dt == ssc::kFP16) reinterpret_cast<__half*>(base)[idx] = FromF<__half>(v);
+  else reinterpret_cast<__nv_bfloat16*>(base)[idx] = FromF<__nv_bfloat16>(v);
+}
+__device__ __forceinline__ bool PlainRegion(const DeviceRank& d, const ssc::SscTensorRef& r) {
+  if (r.slot >= ssc::kSlotCount || (r.flags & (ssc::kRefRemote | ssc::kRefRowsDynamic | ssc::kRefGather)) != 0 ||
+      r.rank != d.rank)
+    return false;
+  const uint32_t dt = d.slots[r.slot].dtype;
+  return dt != ssc::kINT32 && uint64_t(r.row_offset) + r.rows <= d.slots[r.slot].rows &&
+         uint64_t(r.col_offset) + r.cols <= d.slots[r.slot].cols;
+}
+
+__device__ int32_t RunAdd(const DeviceRank& d, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& a = t.inputs[0];
+  const ssc::SscTensorRef& b = t.inputs[1];
+  const ssc::SscTensorRef& out = t.outputs[0];
+  if (!PlainRegion(d, a) || !PlainRegion(d, b) || !PlainRegion(d, out) || a.rows != out.rows || b.rows != out.rows ||
+      a.cols != out.cols || b.cols != out.cols)
+    return rt::kErrRegion;
+  for (uint64_t i = threadIdx.x; i < uint64_t(out.rows) * out.cols; i += blockDim.x) {
+    const uint64_t r = i / out.cols, c = i % out.cols;
+    const float va = LoadAny(d, a.slot, (a.row_offset + r) * d.slots[a.slot].cols + a.col_offset + c);
+    const float vb = LoadAny(d, b.slot, (b.row_offset + r) * d.slots[b.slot].cols + b.col_offset + c);
+    StoreAny(d, out.slot, (out.row_offset + r) * d.slots[out.slot].cols + out.col_offset + c, va + vb);
+  }
+  return 0;
+}
+
+}  // namespace cuda
+}  // namespace hpmoe

@@ -1,0 +1,163 @@
+"""One EP group on this host's GPUs (rank r on GPU devices[r]), driven from this process: compiled SSCs
+loaded through the shared validating loader, inputs in, one persistent-kernel launch per direction, outputs
+out. Slots have the CPU twin's layout, so inputs and outputs are the same numpy arrays as CpuTwin's."""
+from __future__ import annotations
+
+import ctypes
+from typing import Callable
+
+import numpy as np
+
+from .. import ssc_io
+from ..compiler import RankSchedule, compile_schedules
+from ..config import MoeConfig
+from ..graphs import tensor_specs
+from ..runtime.dtypes import to_float64, to_storage
+from ..runtime.native import NP_DTYPES, config_words
+from ..runtime.routing import check_routing, plan_rank
+from ..runtime.twin import OUTPUTS, MoeInputs
+from ..ssc_format import Slot
+from .native import ERR_LEN, CudaFailure, CudaOptions, lib
+
+DIRECTIONS = {"fwd": 0, "bwd": 1}
+FAULTS = {"none": 0, "drop-put": 1}
+
+
+class CudaGroup:
+    """All ranks in this process (rank r on GPU devices[r]), or, with local_rank, one rank of a group whose
+    ranks are processes: `exchange(my_handle) -> every rank's handle` (e.g. torch.distributed
+    all_gather_object) shares the CUDA IPC handles of the heaps; devices[0] is this process's GPU."""
+
+    def __init__(self, cfg: MoeConfig, devices: list[int] | None = None,
+                 schedules: list[RankSchedule] | None = None, *, local_rank: int | None = None,
+                 exchange: Callable[[bytes], list[bytes]] | None = None):
+        self.cfg = cfg
+        self.local_rank = local_rank
+        self.devices = list(devices) if devices is not None else list(range(cfg.ep))
+        schedules = schedules if schedules is not None else compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
+        self.schedules = schedules
+        self.ssc: dict[str, list[bytes]] = {"fwd": [b""] * cfg.ep, "bwd": [b""] * cfg.ep}
+        counters = {"fwd": 0, "bwd": 0}
+        for s in schedules:
+            self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
+            counters[s.direction_name] = max(counters[s.direction_name], len(s.events))
+        self.specs = tensor_specs(cfg)
+        err = ctypes.create_string_buffer(ERR_LEN)
+        if local_rank is None:
+            devs = (ctypes.c_int32 * cfg.ep)(*self.devices)
+            self.handle = lib().hpmoe_cuda_group_create(config_words(cfg), counters["fwd"], counters["bwd"], devs,
+                                                        err, ERR_LEN)
+        else:
+            self.handle = lib().hpmoe_cuda_rank_create(config_words(cfg), counters["fwd"], counters["bwd"],
+                                                       local_rank, self.devices[0], err, ERR_LEN)
+        if not self.handle:
+            raise CudaFailure(err.value.decode())
+        if local_rank is not None:
+            self._map_peers(exchange)
+        for d, files in self.ssc.items():
+            for r, data in enumerate(files):
+                if data:
+                    self._check(lib().hpmoe_cuda_load(self.handle, r, DIRECTIONS[d], data, len(data), err, ERR_LEN),
+                                err)
+        self.last_ms: list[float] = [0.0] * cfg.ep
+
+    def _map_peers(self, exchange: Callable[[bytes], list[bytes]] | None) -> None:
+        if exchange is None:
+            raise CudaFailure("a one-rank-per-process group needs `exchange` to share heap handles")
+        err = ctypes.create_string_buffer(ERR_LEN)
+        mine = ctypes.create_string_buffer(64)
+        self._check(lib().hpmoe_cuda_ipc_export(self.handle, mine, err, ERR_LEN), err)
+        handles = exchange(mine.raw)
+        if len(handles) != self.cfg.ep:
+            raise CudaFailure(f"exchange returned {len(handles)} heap handles for ep={self.cfg.ep}")
+        for peer, h in enumerate(handles):
+            if peer != self.local_rank:
+                self._check(lib().hpmoe_cuda_ipc_open(self.handle, peer, bytes(h), err, ERR_LEN), err)
+
+    @staticmethod
+    def _check(rc: int, err) -> None:
+        if rc:
+            raise CudaFailure(err.value.decode())
+
+    # ---- data ----------------------------------------------------------------------------------
+    def write(self, rank: int, slot: Slot, value: np.ndarray) -> None:
+        spec = self.specs[slot]
+        arr = np.ascontiguousarray(np.asarray(value).reshape(spec.shape), NP_DTYPES[spec.dtype])
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_write(self.handle, rank, int(slot), arr.ctypes.data, arr.nbytes, err, ERR_LEN), err)
+
+    def copy_in(self, rank: int, slot: Slot, address: int, nbytes: int) -> None:
+        """Whole slot from host or device memory at `address` (e.g. a torch tensor's data_ptr())."""
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_write(self.handle, rank, int(slot), address, nbytes, err, ERR_LEN), err)
+
+    def copy_out(self, rank: int, slot: Slot, address: int, nbytes: int) -> None:
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_read(self.handle, rank, int(slot), address, nbytes, err, ERR_LEN), err)
+
+    def read(self, rank: int, slot: Slot) -> np.ndarray:
+        spec = self.specs[slot]
+        arr = np.empty(spec.shape, NP_DTYPES[spec.dtype])
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_read(self.handle, rank, int(slot), arr.ctypes.data, arr.nbytes, err, ERR_LEN), err)
+        return arr
+
+    def load_inputs(self, inputs: MoeInputs) -> None:
+        """Routing plan (bucket check first: nothing moves if the routing does not fit), then every input."""
+        cfg = self.cfg
+        check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
+        for r in range(cfg.ep):
+            self.load_rank(r, to_storage(inputs.x[r], cfg.dtype), to_storage(inputs.w1[r], cfg.dtype),
+                           to_storage(inputs.w2[r], cfg.dtype), to_storage(inputs.dy[r], cfg.dtype),
+                           inputs.topk_ids[r], inputs.topk_weights[r])
+
+    def load_rank(self, rank: int, x, w1, w2, dy, topk_ids, topk_weights) -> None:
+        """One rank's inputs already in storage form (bf16/fp16 bits); call check_routing on the group first."""
+        plan = plan_rank(self.cfg, topk_ids)
+        for slot, value in {Slot.X: x, Slot.W1: w1, Slot.W2: w2, Slot.DY: dy, Slot.TOPK_IDS: topk_ids,
+                            Slot.TOPK_WEIGHTS: topk_weights, Slot.SEND_ROWS: plan.send_rows,
+                            Slot.SEND_COUNTS: plan.send_counts, Slot.TOKEN_ROWS: plan.token_rows}.items():
+            self.write(rank, slot, value)
+
+    def outputs(self) -> dict[str, np.ndarray]:
+        out = {}
+        for name, slot in OUTPUTS.items():
+            dtype = self.cfg.dtype if slot in (Slot.Y, Slot.DX) else "fp32"
+            out[name] = np.stack([to_float64(self.read(r, slot), dtype) for r in range(self.cfg.ep)])
+        return out
+
+    def raw_outputs(self) -> dict[str, np.ndarray]:
+        return {name: np.stack([self.read(r, slot) for r in range(self.cfg.ep)]) for name, slot in OUTPUTS.items()}
+
+    # ---- launches --------------------------------------------------------------------------------
+    def run(self, direction: str, timeout_s: float = 30.0, fault: tuple[int, str, int] | None = None,
+            trace: bool = False) -> list[float]:
+        """One launch of `direction` on every rank; returns each rank's kernel time in ms."""
+        opts = CudaOptions(timeout_ms=int(timeout_s * 1000), trace=int(trace))
+        if fault is not None:
+            opts.fault_rank, opts.fault_mode, opts.fault_after = fault[0], FAULTS[fault[1]], fault[2]
+        ms = (ctypes.c_float * self.cfg.ep)()
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_run(self.handle, DIRECTIONS[direction], ctypes.byref(opts), ms, err, ERR_LEN), err)
+        self.last_ms = list(ms)
+        return self.last_ms
+
+    def trace(self, rank: int, direction: str) -> np.ndarray:
+        """[num_tasks, 2] global-timer start/end (ns) of the last traced launch."""
+        n = lib().hpmoe_cuda_num_tasks(self.handle, rank, DIRECTIONS[direction])
+        out = np.zeros((n, 2), np.uint64)
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_trace(self.handle, rank, DIRECTIONS[direction],
+                                           out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), err, ERR_LEN), err)
+        return out
+
+    def close(self) -> None:
+        if self.handle:
+            lib().hpmoe_cuda_group_destroy(self.handle)
+            self.handle = None
+
+    def __enter__(self) -> "CudaGroup":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

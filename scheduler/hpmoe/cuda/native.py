@@ -1,0 +1,73 @@
+"""ctypes binding of the CUDA backend's C ABI (op_host/cuda/c_api.h).
+
+The library is found at $HPMOE_CUDA_LIB, else <build>/op_host/cuda/libhpmoe_cuda.so with <build> from
+$HPMOE_BUILD_DIR or the repository's build/ folder (built by CMake when nvcc is present, or by
+op_host/cuda/build_lib.sh).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+from ..errors import HpmoeError
+
+REPO = Path(__file__).resolve().parents[3]
+ERR_LEN = 1024
+
+
+class CudaFailure(HpmoeError):
+    """The CUDA backend refused a config or SSC, or a launch failed (timeout, handler error, CUDA error)."""
+
+
+class CudaOptions(ctypes.Structure):
+    _fields_ = [("timeout_ms", ctypes.c_uint64), ("fault_rank", ctypes.c_uint32), ("fault_mode", ctypes.c_uint32),
+                ("fault_after", ctypes.c_uint32), ("trace", ctypes.c_uint32)]
+
+
+def library_path() -> Path:
+    if os.environ.get("HPMOE_CUDA_LIB"):
+        return Path(os.environ["HPMOE_CUDA_LIB"])
+    build = Path(os.environ.get("HPMOE_BUILD_DIR", REPO / "build"))
+    return build / "op_host" / "cuda" / "libhpmoe_cuda.so"
+
+
+_LIB = None
+
+
+def lib() -> ctypes.CDLL:
+    global _LIB
+    if _LIB is None:
+        path = library_path()
+        if not path.exists():
+            raise CudaFailure(f"CUDA backend library not found at {path}: build it with nvcc "
+                              f"(./build.sh setup on a machine with nvcc, or op_host/cuda/build_lib.sh)")
+        L = ctypes.CDLL(str(path))
+        u32, u64, vp, cp, i32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+        pu32 = ctypes.POINTER(u32)
+        L.hpmoe_cuda_device_count.argtypes = []
+        L.hpmoe_cuda_group_create.argtypes = [pu32, u32, u32, ctypes.POINTER(ctypes.c_int32), cp, i32]
+        L.hpmoe_cuda_group_create.restype = vp
+        L.hpmoe_cuda_rank_create.argtypes = [pu32, u32, u32, u32, ctypes.c_int32, cp, i32]
+        L.hpmoe_cuda_rank_create.restype = vp
+        L.hpmoe_cuda_ipc_export.argtypes = [vp, ctypes.c_char_p, cp, i32]
+        L.hpmoe_cuda_ipc_open.argtypes = [vp, u32, ctypes.c_char_p, cp, i32]
+        L.hpmoe_cuda_group_destroy.argtypes = [vp]
+        L.hpmoe_cuda_group_destroy.restype = None
+        L.hpmoe_cuda_load.argtypes = [vp, u32, u32, cp, u64, cp, i32]
+        L.hpmoe_cuda_write.argtypes = [vp, u32, u32, vp, u64, cp, i32]
+        L.hpmoe_cuda_read.argtypes = [vp, u32, u32, vp, u64, cp, i32]
+        L.hpmoe_cuda_run.argtypes = [vp, u32, ctypes.POINTER(CudaOptions), ctypes.POINTER(ctypes.c_float), cp, i32]
+        L.hpmoe_cuda_num_tasks.argtypes = [vp, u32, u32]
+        L.hpmoe_cuda_num_tasks.restype = u32
+        L.hpmoe_cuda_trace.argtypes = [vp, u32, u32, ctypes.POINTER(u64), cp, i32]
+        _LIB = L
+    return _LIB
+
+
+def gpu_count() -> int:
+    """GPUs visible to the CUDA backend; 0 when the library, the driver or a GPU is missing."""
+    try:
+        return int(lib().hpmoe_cuda_device_count())
+    except (CudaFailure, OSError, AttributeError):  # no library, no driver, or a stale build
+        return 0

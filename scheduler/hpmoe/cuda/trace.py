@@ -1,0 +1,51 @@
+"""Chrome / Perfetto trace of a measured CUDA launch, in the layout of `hpmoe simulate --trace`: one process
+per (direction, rank), one lane per worker ("AIC w" = cube-role block, "AIV w" = vector-role block), each
+task a complete event. Times are microseconds of the GPU's global timer from the earliest task start of that
+direction on any rank (ranks on one host share the timer's epoch only approximately: compare lanes within a
+rank)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..compiler import RankSchedule
+from ..ssc_format import TaskType
+
+UNIT = ("AIC", "AIV")
+
+
+def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np.ndarray]) -> list[dict]:
+    """stamps[(direction, rank)]: [num_tasks, 2] start/end ns of that rank's last traced launch."""
+    events: list[dict] = []
+    by_dir: dict[str, list[RankSchedule]] = {}
+    for s in schedules:
+        if (s.direction_name, s.rank) in stamps:
+            by_dir.setdefault(s.direction_name, []).append(s)
+    for di, (d, group) in enumerate(sorted(by_dir.items())):
+        starts = [stamps[(d, s.rank)][:, 0] for s in group]
+        origin = min(int(x[x > 0].min()) for x in starts if np.any(x > 0)) if any(np.any(x > 0) for x in starts) else 0
+        for s in group:
+            pid = di * 10000 + s.rank
+            num_aic = s.cfg.num_aic
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{d} rank {s.rank} (GPU)"}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
+            st = stamps[(d, s.rank)]
+            for q in range(len(s.queues)):
+                unit, idx = (0, q) if q < num_aic else (1, q - num_aic)
+                tid = unit * 1000 + idx
+                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                               "args": {"name": f"{UNIT[unit]} {idx}"}})
+                for t in s.queue_tasks(q).tolist():
+                    b, e = int(st[t, 0]), int(st[t, 1])
+                    if b == 0 or e < b:
+                        continue  # not run (a failed launch) or not stamped
+                    events.append({"ph": "X", "name": TaskType(int(s.tasks[t]["task_type"])).name, "pid": pid,
+                                   "tid": tid, "ts": round((b - origin) / 1000.0, 3), "dur": round((e - b) / 1000.0, 3),
+                                   "args": {"task": t, "peer": int(s.tasks[t]["peer"])}})
+    return events
+
+
+def write_trace(path: str | Path, schedules: list[RankSchedule], stamps: dict[tuple[str, int], np.ndarray]) -> None:
+    Path(path).write_text(json.dumps({"traceEvents": trace_events(schedules, stamps), "displayTimeUnit": "ms"}))
