@@ -142,6 +142,11 @@ RUN = [(["run", *args], needle) for args, needle in [
     (["--config", "{ratr_no}"], "ratr must be true or false"), (["--wgrad-tile", "-16"], "--wgrad-tile: must"),
     (["--routing", "skewed", "--recv-rows-per-src", "16"], "the SSC bucket holds C=16"),
     (["--threads", "--timeout", "-1"], "--timeout: must be in"), (["--config", "{missing}"], "No such file"),
+    (["--backend", "cuda", "--devices", "a,b"], "--devices: must be an integer, got 'a'"),
+    (["--backend", "cuda", "--devices", "0,,1"], "comma-separated list of integers"),
+    (["--backend", "cuda", "--devices", "-1"], "--devices: must be in [0, 1023]"),
+    (["--backend", "cuda", "--trace", "{file}/t.json"], "lies under"), (["--backend", "gpu"], "invalid choice"),
+    (["--backend", "cuda", "--dtype", "bf16", "--ep", "4096"], "the limit is"),
 ]]
 
 SIMULATE = [(["simulate", *SMALL, *args], needle) for args, needle in [

@@ -96,6 +96,18 @@ def float_arg(lo: float, hi: float = math.inf, lo_open: bool = False) -> Callabl
     return _converter(lambda t: check_float("value", _parse_float(t), lo, hi, lo_open), "number")
 
 
+def int_list_arg(lo: int = 0, hi: int = INT32_MAX) -> Callable[[str], str]:
+    """A comma-separated list of integers in [lo, hi] (e.g. GPU ids); checked, then passed on as given."""
+    def parse(text: str) -> str:
+        items = text.split(",")
+        if not text or any(not item.strip() for item in items):
+            raise ValueCheckError(f"value must be a comma-separated list of integers, got {text!r}")
+        for item in items:
+            check_int("value", _parse_int(item), lo, hi)
+        return text
+    return _converter(parse, "list")
+
+
 # ---- files ---------------------------------------------------------------------------------------------
 def read_json(path: str | os.PathLike, what: str) -> Any:
     """Parse a JSON file; every failure (missing, a directory, not UTF-8, not JSON, too deep) is one line."""

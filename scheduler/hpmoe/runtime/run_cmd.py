@@ -9,7 +9,7 @@ import threading
 import time
 
 from .. import limits
-from ..args import check_output_file, float_arg, int_arg
+from ..args import check_output_file, float_arg, int_arg, int_list_arg
 from ..cli import add_config_args, config_from_args
 from ..compiler import compile_schedules
 from ..reference import moe_reference
@@ -54,6 +54,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.backend == "cuda":
         if args.trace is not None:  # refuse a bad trace path before the GPUs run, not after
             check_output_file(args.trace, "trace file")
+        limits.check_compile(cfg, cfg.ep)  # the host compiles the group and holds float64 inputs
         from ..cuda.run import cmd_run_cuda
         return cmd_run_cuda(args, cfg)
     limits.check_run(cfg)  # before the routing draw: that alone can be T x experts floats per rank
@@ -105,7 +106,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fwd+bwd launches (epoch counters, no reset)")
     p.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
                    help="cpu: the CPU twin; cuda: persistent kernels on this host's GPUs (docs/cuda.md)")
-    p.add_argument("--devices", metavar="LIST", help="cuda: GPU of each rank, e.g. 0,1,2,3 (default: rank r on GPU r)")
+    p.add_argument("--devices", metavar="LIST", type=int_list_arg(0, 1023),
+                   help="cuda: GPU of each rank, e.g. 0,1,2,3 (default: rank r on GPU r)")
     p.add_argument("--trace", metavar="FILE", help="cuda: write the per-task GPU trace (Chrome/Perfetto JSON)")
     p.add_argument("--one-process", action="store_true",
                    help="cuda: drive every GPU from this process (default: one process per GPU when each rank has one)")
