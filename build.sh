@@ -38,6 +38,12 @@ setup() {
   log "building C++ (build/)"
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$BUILD" -j "$JOBS" >/dev/null
+  if [ -n "${ASCEND_HOME_PATH:-}" ]; then  # issue 9: the AscendC op package, only where CANN is installed
+    log "building the AscendC op package (CANN at $ASCEND_HOME_PATH)"
+    op_host/ascend/package/build_package.sh "$BUILD/ascend_op_package"
+  else
+    log "AscendC op package skipped: ASCEND_HOME_PATH is not set (no CANN toolkit); the kernel was built against the project's stubs (--backend ascendc-cpu)"
+  fi
 }
 
 demo() {
@@ -77,6 +83,12 @@ run_tests() {
     LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/runtime/test_runtime_twin_numerics.py \
     tests/runtime/test_runtime_robustness.py tests/runtime/test_runtime_processes.py
+  log "AscendC kernel on the stubs (--backend ascendc-cpu) against the sanitized libraries"
+  HPMOE_CPU_LIB=$BUILD/_asan/op_host/cpu/libhpmoe_cpu.so \
+    HPMOE_ASCENDC_CPU_LIB=$BUILD/_asan/op_host/ascend/libhpmoe_ascendc_cpu.so ASAN_OPTIONS=detect_leaks=0 \
+    LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/ascend/test_ascend_numerics.py \
+    tests/ascend/test_ascend_protocol.py tests/ascend/test_ascend_robustness.py
   log "libFuzzer run over the SSC loader (build/_libfuzzer, ${FUZZ_SECONDS:-20} s)"
   cmake -S . -B "$BUILD/_libfuzzer" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DHPMOE_FUZZ=ON >/dev/null

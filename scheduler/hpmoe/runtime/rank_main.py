@@ -40,10 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--handlers", choices=["compute", "null"], default="compute")
     p.add_argument("--fault", default="0,0,0", help="mode,after,direction (test hook)")
     p.add_argument("--parent-pid", type=int, default=0, help="the launcher: die with it (Linux)")
+    p.add_argument("--backend", choices=sorted(native.BACKENDS), default="cpu")
     args = p.parse_args(argv)
     if args.parent_pid:
         _die_with(args.parent_pid)
     try:
+        native.use_backend(args.backend)
         cfg = make_config(None, json.loads(args.config))
         counters = [int(v) for v in args.counters.split(",")]
         layout = native.HeapLayout(cfg, *counters)

@@ -65,7 +65,8 @@ def _run(args: argparse.Namespace) -> int:
     inputs = make_inputs(cfg, topk_ids, topk_weights, args.seed)
     schedules = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
     mode = "threads" if args.threads else "processes"
-    with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout) as twin:
+    with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout,
+                 backend=args.backend) as twin:
         if twin.stale_removed:  # a note, on stderr: stdout stays the report that scripts parse
             print(f"hpmoe run: note: removed {len(twin.stale_removed)} shared-memory segment(s) left by killed "
                   f"launchers: {', '.join(twin.stale_removed)}", file=sys.stderr)
@@ -82,7 +83,7 @@ def _run(args: argparse.Namespace) -> int:
     reference = moe_reference(inputs.x, inputs.w1, inputs.w2, inputs.topk_ids, inputs.topk_weights, inputs.dy)
     print(f"ep={cfg.ep} tokens={cfg.tokens} hidden={cfg.hidden} inter={cfg.inter} "
           f"experts_per_rank={cfg.experts_per_rank} topk={cfg.topk} dtype={cfg.dtype} C={cfg.recv_rows_per_src} "
-          f"workers={cfg.num_aic}+{cfg.num_aiv} routing={args.routing} ranks as {mode}: "
+          f"workers={cfg.num_aic}+{cfg.num_aiv} routing={args.routing} backend={args.backend} ranks as {mode}: "
           f"fwd+bwd x{args.iterations} in {elapsed:.3f} s")
     ok = True
     for name, err, tol, passed in compare(outputs, reference, cfg.dtype):
@@ -104,8 +105,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "within about this long")
     p.add_argument("--iterations", type=int_arg(1, 10**6), default=1,
                    help="fwd+bwd launches (epoch counters, no reset)")
-    p.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
-                   help="cpu: the CPU twin; cuda: persistent kernels on this host's GPUs (docs/cuda.md)")
+    p.add_argument("--backend", choices=["cpu", "ascendc-cpu", "cuda"], default="cpu",
+                   help="cpu: the CPU twin; ascendc-cpu: the AscendC kernel compiled against the project's "
+                        "stubs, AIC/AIV cores as threads (docs/ascend.md); cuda: persistent kernels on this "
+                        "host's GPUs (docs/cuda.md)")
     p.add_argument("--devices", metavar="LIST", type=int_list_arg(0, 1023),
                    help="cuda: GPU of each rank, e.g. 0,1,2,3 (default: rank r on GPU r)")
     p.add_argument("--trace", metavar="FILE", help="cuda: write the per-task GPU trace (Chrome/Perfetto JSON)")
