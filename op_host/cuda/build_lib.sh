@@ -8,7 +8,7 @@ out="${1:-$root/build/op_host/cuda}"
 mkdir -p "$out"
 nvcc -O3 -std=c++17 ${NVCC_EXTRA:-} -gencode=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC,-Wall \
   -I"$root/op_kernel" -I"$root/op_host" \
-  "$root/op_host/cuda/c_api.cu" "$root/op_host/cuda/cuda_group.cu" "$root/op_host/cuda/cuda_ipc.cu" \
+  "$root/op_host/cuda/c_api.cu" "$root/op_host/cuda/cuda_group.cu" "$root/op_host/cuda/cuda_ipc.cu" "$root/op_host/cuda/tensor_maps.cu" \
   "$root/op_host/ssc_reader.cpp" "$root/op_host/ssc_file.cpp" "$root/op_host/ssc_loader.cpp" \
   "$root/op_kernel/cpu/heap_layout.cpp" -o "$out/libhpmoe_cuda.so"
 echo "$out/libhpmoe_cuda.so"
