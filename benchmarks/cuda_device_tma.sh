@@ -12,7 +12,7 @@ cd "$root"
 export PYTHONPATH="$root/scheduler"
 nvidia-smi -L | tee "$out/device.log"
 date -u | tee -a "$out/device.log"
-./op_host/cuda/build_lib.sh "$root/build_def/op_host/cuda" >"$out/build.log" 2>&1 &
+NVCC_EXTRA="-DHPMOE_GEMM_TMA=0" ./op_host/cuda/build_lib.sh "$root/build_def/op_host/cuda" >"$out/build.log" 2>&1 &
 NVCC_EXTRA="-DHPMOE_GEMM_TMA=1" ./op_host/cuda/build_lib.sh "$root/build_tma/op_host/cuda" >>"$out/build.log" 2>&1 || {
   cat "$out/build.log"; exit 1; }
 wait || { cat "$out/build.log"; exit 1; }

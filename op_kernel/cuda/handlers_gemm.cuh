@@ -7,7 +7,7 @@
 #define HPMOE_GEMM_WGMMA 1  // Hopper wgmma tiles; 0 selects the mma.sync tiles (block_gemm.cuh)
 #endif
 #ifndef HPMOE_GEMM_TMA
-#define HPMOE_GEMM_TMA 0  // 1: wgmma tiles fed by TMA + mbarriers (block_gemm_tma.cuh); needs HPMOE_GEMM_WGMMA
+#define HPMOE_GEMM_TMA 1  // wgmma tiles fed by TMA + mbarriers (block_gemm_tma.cuh); 0: cp.async-fed (block_gemm_wgmma.cuh)
 #endif
 #if HPMOE_GEMM_TMA && !HPMOE_GEMM_WGMMA
 #error "HPMOE_GEMM_TMA=1 needs HPMOE_GEMM_WGMMA=1"
