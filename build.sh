@@ -3,6 +3,7 @@
 #   ./build.sh demo    the main job: run MoE-FFN fwd+bwd across EP ranks on the CPU twin and check it against
 #                      float64; compile + verify DeepSeek-V3 SSCs; predict their A3 latency (out/demo/)
 #   ./build.sh test    the whole test suite (C++ and Python)
+#   ./build.sh train   MindSpore example: train a MoE block with hpmoe and the standard path on 4 msrun ranks
 #   ./build.sh setup   set-up only
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -37,6 +38,12 @@ setup() {
   log "building C++ (build/)"
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build "$BUILD" -j "$JOBS" >/dev/null
+  if [ -n "${ASCEND_HOME_PATH:-}" ]; then  # issue 9: the AscendC op package, only where CANN is installed
+    log "building the AscendC op package (CANN at $ASCEND_HOME_PATH)"
+    op_host/ascend/package/build_package.sh "$BUILD/ascend_op_package"
+  else
+    log "AscendC op package skipped: ASCEND_HOME_PATH is not set (no CANN toolkit); the kernel was built against the project's stubs (--backend ascendc-cpu)"
+  fi
 }
 
 demo() {
@@ -55,6 +62,11 @@ demo() {
     --plot "$out/timeline.png" --trace "$out/trace.json"
 }
 
+train() {  # issue 8: TRAIN_STEPS (default 300), outputs in out/train/ (loss.png, summary.json)
+  log "MindSpore: train a MoE block on 4 msrun ranks with hpmoe and with the standard path (GRAPH, AdamW)"
+  "$VENV/bin/python" examples/train_compare.py --ep 4 --steps "${TRAIN_STEPS:-300}" --out "$ROOT/out/train"
+}
+
 run_tests() {
   log "C++ tests (ctest)"
   (cd "$BUILD" && ctest --output-on-failure -j "$JOBS")
@@ -71,6 +83,12 @@ run_tests() {
     LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/runtime/test_runtime_twin_numerics.py \
     tests/runtime/test_runtime_robustness.py tests/runtime/test_runtime_processes.py
+  log "AscendC kernel on the stubs (--backend ascendc-cpu) against the sanitized libraries"
+  HPMOE_CPU_LIB=$BUILD/_asan/op_host/cpu/libhpmoe_cpu.so \
+    HPMOE_ASCENDC_CPU_LIB=$BUILD/_asan/op_host/ascend/libhpmoe_ascendc_cpu.so ASAN_OPTIONS=detect_leaks=0 \
+    LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
+    "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/ascend/test_ascend_numerics.py \
+    tests/ascend/test_ascend_protocol.py tests/ascend/test_ascend_robustness.py
   log "libFuzzer run over the SSC loader (build/_libfuzzer, ${FUZZ_SECONDS:-20} s)"
   cmake -S . -B "$BUILD/_libfuzzer" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DHPMOE_FUZZ=ON >/dev/null
@@ -91,5 +109,6 @@ case "$cmd" in
   setup) setup ;;
   demo) setup; demo ;;
   test) setup; run_tests "$@" ;;
-  *) sed -n '2,6p' "$0"; [ "$cmd" = help ] || exit 2 ;;
+  train) setup; train ;;
+  *) sed -n '2,7p' "$0"; [ "$cmd" = help ] || exit 2 ;;
 esac

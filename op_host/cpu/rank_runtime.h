@@ -43,6 +43,8 @@ class RankRuntime {
   int32_t RunWorker(uint32_t queue, rt::WorkerReport* report);
   uint32_t num_workers(uint32_t direction) const { return programs_[direction].program.num_queues; }
   const rt::SscProgram& program(uint32_t direction) const { return programs_[direction].program; }
+  // The validated SSC image and view (other backends launch from it; ssc::ValidateGroup reads it).
+  const LoadedProgram& loaded(uint32_t direction) const { return programs_[direction]; }
   const RankContext& context() const { return ctx_; }
   WorkerScratch& scratch(uint32_t queue) { return scratch_[queue]; }
   CpuSync& sync(uint32_t direction) { return *sync_[direction]; }

@@ -19,3 +19,7 @@ class ScheduleError(HpmoeError):
 
 class RoutingError(HpmoeError):
     """Routing does not fit the shape bucket an SSC was compiled for."""
+
+
+class InputError(HpmoeError, ValueError):
+    """An input array has the wrong shape, dtype or values (ids out of range or not integers)."""

@@ -1,7 +1,9 @@
 """ctypes binding of the CPU twin's C ABI (op_host/cpu/c_api.h) and numpy views of the group heap.
 
 The library is found at $HPMOE_CPU_LIB, else <build>/op_host/cpu/libhpmoe_cpu.so with <build> from
-$HPMOE_BUILD_DIR or the repository's build/ folder (./build.sh builds it).
+$HPMOE_BUILD_DIR or the repository's build/ folder (./build.sh builds it). `use_backend("ascendc-cpu")`
+switches to <build>/op_host/ascend/libhpmoe_ascendc_cpu.so ($HPMOE_ASCENDC_CPU_LIB): the same heap and rank
+ABI, with launches running the AscendC kernel on the project's stubs (op_host/ascend/stub_runner/c_api.cpp).
 """
 from __future__ import annotations
 
@@ -31,11 +33,30 @@ class RankOptions(ctypes.Structure):
                 ("fault_after", ctypes.c_uint32), ("fault_direction", ctypes.c_uint32)]
 
 
+BACKENDS = {"cpu": ("HPMOE_CPU_LIB", "cpu/libhpmoe_cpu.so"),
+            "ascendc-cpu": ("HPMOE_ASCENDC_CPU_LIB", "ascend/libhpmoe_ascendc_cpu.so")}
+_BACKEND = "cpu"
+
+
+def use_backend(name: str) -> None:
+    """Selects the library every later call uses (`hpmoe run --backend`)."""
+    global _BACKEND, _LIB
+    if name not in BACKENDS:
+        raise RuntimeFailure(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    if name != _BACKEND:
+        _BACKEND, _LIB = name, None
+
+
+def current_backend() -> str:
+    return _BACKEND
+
+
 def library_path() -> Path:
-    if os.environ.get("HPMOE_CPU_LIB"):
-        return Path(os.environ["HPMOE_CPU_LIB"])
+    env, rel = BACKENDS[_BACKEND]
+    if os.environ.get(env):
+        return Path(os.environ[env])
     build = Path(os.environ.get("HPMOE_BUILD_DIR", REPO / "build"))
-    return build / "op_host" / "cpu" / "libhpmoe_cpu.so"
+    return build / "op_host" / rel
 
 
 _LIB = None
@@ -46,7 +67,7 @@ def lib() -> ctypes.CDLL:
     if _LIB is None:
         path = library_path()
         if not path.exists():
-            raise RuntimeFailure(f"CPU twin library not found at {path}: run ./build.sh setup")
+            raise RuntimeFailure(f"{_BACKEND} backend library not found at {path}: run ./build.sh setup")
         L = ctypes.CDLL(str(path))
         u32, u64, vp, cp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p
         pu32, pu64, i32 = ctypes.POINTER(u32), ctypes.POINTER(u64), ctypes.c_int
@@ -68,6 +89,8 @@ def lib() -> ctypes.CDLL:
         L.hpmoe_cpu_rank_close.argtypes = [vp]
         L.hpmoe_cpu_rank_close.restype = None
         L.hpmoe_cpu_run.argtypes = [ctypes.POINTER(vp), u32, u32, u32, cp, i32]
+        if _BACKEND == "ascendc-cpu":
+            L.hpmoe_ascendc_run.argtypes = [ctypes.POINTER(vp), u32, u32, cp, cp, i32]
         _LIB = L
     return _LIB
 
@@ -143,7 +166,8 @@ class RankHandle:
                  options: RankOptions | None = None):
         layout = heap.layout
         err = ctypes.create_string_buffer(ERR_LEN)
-        self.handle = lib().hpmoe_cpu_rank_open(
+        self.backend, self.lib = _BACKEND, lib()  # a rank stays with the library that opened it
+        self.handle = self.lib.hpmoe_cpu_rank_open(
             heap.base, layout.segment_bytes, config_words(layout.cfg), layout.counters[0], layout.counters[1], rank,
             fwd, len(fwd or b""), bwd, len(bwd or b""), ctypes.byref(options or RankOptions(timeout_ms=30000)),
             err, ERR_LEN)
@@ -153,13 +177,24 @@ class RankHandle:
 
     def close(self) -> None:
         if self.handle:
-            lib().hpmoe_cpu_rank_close(self.handle)
+            self.lib.hpmoe_cpu_rank_close(self.handle)
             self.handle = None
 
 
-def run(ranks: list[RankHandle], direction: str, dynamic: bool = False) -> None:
-    """One launch of `direction` on these ranks together (all of them threads of this process)."""
+def run(ranks: list[RankHandle], direction: str, dynamic: bool = False, log_path: str | None = None) -> None:
+    """One launch of `direction` on these ranks together (all of them threads of this process). ascendc-cpu:
+    `log_path` receives the stub call log of the launch (tests/ascend)."""
     handles = (ctypes.c_void_p * len(ranks))(*[r.handle for r in ranks])
     err = ctypes.create_string_buffer(ERR_LEN)
-    if lib().hpmoe_cpu_run(handles, len(ranks), DIRECTIONS[direction], int(dynamic), err, ERR_LEN):
+    if len({r.backend for r in ranks}) != 1:
+        raise RuntimeFailure("ranks opened on different backends cannot launch together")
+    L = ranks[0].lib
+    if ranks[0].backend == "ascendc-cpu":
+        if dynamic:
+            raise RuntimeFailure("the ascendc-cpu backend runs the static worker loop only")
+        failed = L.hpmoe_ascendc_run(handles, len(ranks), DIRECTIONS[direction],
+                                     log_path.encode() if log_path else None, err, ERR_LEN)
+    else:
+        failed = L.hpmoe_cpu_run(handles, len(ranks), DIRECTIONS[direction], int(dynamic), err, ERR_LEN)
+    if failed:
         raise RuntimeFailure(err.value.decode())

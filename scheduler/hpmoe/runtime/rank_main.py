@@ -23,8 +23,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=1)
     p.add_argument("--handlers", choices=["compute", "null"], default="compute")
     p.add_argument("--fault", default="0,0,0", help="mode,after,direction (test hook)")
+    p.add_argument("--backend", choices=sorted(native.BACKENDS), default="cpu")
     args = p.parse_args(argv)
     try:
+        native.use_backend(args.backend)
         cfg = make_config(None, json.loads(args.config))
         counters = [int(v) for v in args.counters.split(",")]
         layout = native.HeapLayout(cfg, *counters)

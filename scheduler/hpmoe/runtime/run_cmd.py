@@ -24,7 +24,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = make_inputs(cfg, topk_ids, topk_weights, args.seed)
     schedules = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
     mode = "threads" if args.threads else "processes"
-    with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout) as twin:
+    with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout,
+                 backend=args.backend) as twin:
         twin.load_inputs(inputs)  # routing plan + bucket check: refuses before anything runs
         start = time.perf_counter()
         if args.threads:
@@ -38,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     reference = moe_reference(inputs.x, inputs.w1, inputs.w2, inputs.topk_ids, inputs.topk_weights, inputs.dy)
     print(f"ep={cfg.ep} tokens={cfg.tokens} hidden={cfg.hidden} inter={cfg.inter} "
           f"experts_per_rank={cfg.experts_per_rank} topk={cfg.topk} dtype={cfg.dtype} C={cfg.recv_rows_per_src} "
-          f"workers={cfg.num_aic}+{cfg.num_aiv} routing={args.routing} ranks as {mode}: "
+          f"workers={cfg.num_aic}+{cfg.num_aiv} routing={args.routing} backend={args.backend} ranks as {mode}: "
           f"fwd+bwd x{args.iterations} in {elapsed:.3f} s")
     ok = True
     for name, err, tol, passed in compare(outputs, reference, cfg.dtype):
@@ -57,8 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", action="store_true", help="ranks as thread groups of one process")
     p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="bound on every wait, seconds")
     p.add_argument("--iterations", type=int, default=1, help="fwd+bwd launches (epoch counters, no reset)")
-    p.add_argument("--backend", choices=["cpu", "cuda"], default="cpu",
-                   help="cpu: the CPU twin; cuda: persistent kernels on this host's GPUs (docs/cuda.md)")
+    p.add_argument("--backend", choices=["cpu", "ascendc-cpu", "cuda"], default="cpu",
+                   help="cpu: the CPU twin; ascendc-cpu: the AscendC kernel compiled against the project's "
+                        "stubs, AIC/AIV cores as threads (docs/ascend.md); cuda: persistent kernels on this "
+                        "host's GPUs (docs/cuda.md)")
     p.add_argument("--devices", metavar="LIST", help="cuda: GPU of each rank, e.g. 0,1,2,3 (default: rank r on GPU r)")
     p.add_argument("--trace", metavar="FILE", help="cuda: write the per-task GPU trace (Chrome/Perfetto JSON)")
     p.add_argument("--one-process", action="store_true",

@@ -64,8 +64,13 @@ class Fault:
 
 class CpuTwin:
     def __init__(self, cfg: MoeConfig, schedules: list[RankSchedule] | None = None, shared_memory: bool = False,
-                 timeout_s: float = 30.0, handlers: str = "compute"):
-        self.cfg, self.timeout_s, self.handlers = cfg, timeout_s, handlers
+                 timeout_s: float = 30.0, handlers: str = "compute", backend: str = "cpu"):
+        self.cfg, self.timeout_s, self.handlers, self.backend = cfg, timeout_s, handlers, backend
+        if backend == "ascendc-cpu" and cfg.num_aiv != 2 * cfg.num_aic:  # MIX_AIC_1_2: two AIVs per AI core
+            raise native.RuntimeFailure(f"ascendc-cpu launches {cfg.num_aic} AI cores with {2 * cfg.num_aic} AIVs, "
+                                        f"but num_aiv={cfg.num_aiv}: use --workers-aiv {2 * cfg.num_aic}")
+        self._previous_backend = native.current_backend()
+        native.use_backend(backend)  # cpu: the twin's handlers; ascendc-cpu: the AscendC kernel on stubs
         schedules = schedules if schedules is not None else compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
         self.ssc: dict[str, list[bytes]] = {"fwd": [b""] * cfg.ep, "bwd": [b""] * cfg.ep}
         counters = {"fwd": 0, "bwd": 0}
@@ -139,7 +144,7 @@ class CpuTwin:
                        "--rank", str(r), "--config", json.dumps(self.cfg.to_json()),
                        "--counters", f"{self.layout.counters[0]},{self.layout.counters[1]}",
                        "--timeout-ms", str(opts.timeout_ms), "--iterations", str(iterations),
-                       "--handlers", self.handlers, "--fault", f"{opts.fault_mode},{opts.fault_after},"
+                       "--handlers", self.handlers, "--backend", self.backend, "--fault", f"{opts.fault_mode},{opts.fault_after},"
                        f"{opts.fault_direction}"]
                 procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
             failures = []
@@ -163,6 +168,7 @@ class CpuTwin:
             r.close()
         self.ranks = []
         self.heap.close()
+        native.use_backend(self._previous_backend)  # other users of `native` in this process are unaffected
 
     def __enter__(self) -> "CpuTwin":
         return self

@@ -1,0 +1,74 @@
+#include "tiling_builder.h"
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+
+#include "../../op_kernel/runtime/status.h"
+#include "../../op_kernel/cpu/heap_layout.h"
+#include "../ssc_loader.h"
+
+namespace hpmoe {
+namespace ascend {
+namespace {
+
+template <typename... Args>
+std::string Format(const char* fmt, Args... args) {
+  char buf[400];
+  std::snprintf(buf, sizeof(buf), fmt, args...);
+  return buf;
+}
+
+}  // namespace
+
+std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
+  ssc::LoadExpect expect;
+  expect.config = req.expected;
+  expect.rank = req.rank;
+  expect.direction = req.direction;
+  expect.counter_capacity = req.direction == ssc::kForward ? req.counters_fwd : req.counters_bwd;
+  ssc::LoadedSsc loaded;
+  std::string err = ssc::LoadSsc(req.ssc, req.ssc_bytes, expect, &loaded);
+  if (!err.empty()) return err;
+  const ssc::SscConfig& cfg = loaded.view.config();
+  if (cfg.num_aic == 0 || cfg.num_aic > req.core_num_aic)
+    return Format("the SSC needs %u AI cores (num_aic); this device has %u", cfg.num_aic, req.core_num_aic);
+  if (cfg.num_aiv != 2 * cfg.num_aic)
+    return Format("a MIX_AIC_1_2 launch of %u blocks runs %u AIV workers, but the SSC was compiled for %u: "
+                  "compile with --workers-aiv %u", cfg.num_aic, 2 * cfg.num_aic, cfg.num_aiv, 2 * cfg.num_aic);
+  if (2 * cfg.num_aic > req.core_num_aiv)
+    return Format("the SSC needs %u AIV cores; this device has %u", 2 * cfg.num_aic, req.core_num_aiv);
+  if (cfg.ep > kMaxEp) return Format("ep=%u exceeds the %u peers the kernel's tiling carries", cfg.ep, kMaxEp);
+  static_assert(sizeof(rt::WorkerReport) <= kReportBytes, "WorkerReport outgrew its line");
+  if (req.invocation == 0) return "invocation must start at 1 (epoch rule)";
+  cpu::HeapLayout layout;
+  err = cpu::ComputeHeapLayout(cfg, req.counters_fwd, req.counters_bwd, &layout);
+  if (!err.empty()) return err;
+
+  KernelTiling& t = out->tiling;
+  std::memset(&t, 0, sizeof(t));
+  t.magic = kTilingMagic;
+  t.rank = req.rank;
+  t.direction = req.direction;
+  t.invocation = req.invocation;
+  t.num_blocks = cfg.num_aic;
+  t.timeout_cycles = req.timeout_ms * kSystemCyclesPerMs;
+  t.counter_offset = layout.counter_offset[req.direction];
+  t.abort_offset = offsetof(cpu::ControlBlock, abort_rank_plus1);
+  t.config = cfg;
+  for (uint32_t s = 0; s < ssc::kSlotCount; ++s) {
+    t.slot_offset[s] = layout.slot_offset[s];
+    t.slot_cols[s] = uint32_t(layout.slots[s].cols);
+    t.slot_dtype[s] = layout.slots[s].dtype;
+  }
+  t.signal_one[0] = 1;
+  t.abort_line[0] = int32_t(req.rank) + 1;
+  out->block_dim = cfg.num_aic;
+  out->schedule_mode = 1;
+  out->workspace_bytes = uint64_t(cfg.num_aic + cfg.num_aiv) * kReportBytes;
+  out->region_bytes = layout.segment_bytes;
+  return "";
+}
+
+}  // namespace ascend
+}  // namespace hpmoe

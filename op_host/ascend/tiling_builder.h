@@ -1,0 +1,42 @@
+// The host half of every hyper_parallel_moe launch, free of CANN: validate the rank's SSC with the shared
+// loader (op_host/ssc_loader.h), check it against the device's cores, lay out the symmetric region and fill
+// the kernel's tiling. The CANN tiling function (package/op_host/hyper_parallel_moe.cpp) and the CPU stub
+// runner (stub_runner/) both call it, so the path CI executes is the path the NPU build takes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "../../op_kernel/ascend/ascend_tiling.h"
+
+namespace hpmoe {
+namespace ascend {
+
+struct TilingRequest {
+  const uint8_t* ssc = nullptr;  // the rank's SSC of one direction (ValueDepend input on CANN)
+  size_t ssc_bytes = 0;
+  const ssc::SscConfig* expected = nullptr;  // nullptr: accept the file's config
+  uint32_t rank = 0;
+  uint32_t direction = 0;
+  uint32_t invocation = 0;       // n = 1, 2, ... of this SSC on this rank
+  uint32_t counters_fwd = 0;     // counters reserved per direction in the symmetric region (group maximum)
+  uint32_t counters_bwd = 0;
+  uint32_t core_num_aic = 0;     // the device's cores (PlatformAscendC::GetCoreNumAic / GetCoreNumAiv)
+  uint32_t core_num_aiv = 0;
+  uint64_t timeout_ms = 30000;
+};
+
+struct TilingResult {
+  KernelTiling tiling{};
+  uint32_t block_dim = 0;        // SetBlockDim: AI cores = num_aic
+  uint32_t schedule_mode = 0;    // SetScheduleMode: 1 = batch (all cores resident; workers spin on each other)
+  uint64_t workspace_bytes = 0;  // user workspace: one WorkerReport line per worker
+  uint64_t region_bytes = 0;     // symmetric region per rank the layout needs (HCCL_BUFFSIZE must cover it)
+};
+
+// Returns "" or one line naming what is wrong.
+std::string BuildTiling(const TilingRequest& request, TilingResult* out);
+
+}  // namespace ascend
+}  // namespace hpmoe

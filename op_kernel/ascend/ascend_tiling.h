@@ -1,0 +1,48 @@
+// Tiling data of the hyper_parallel_moe kernel: written by the host (op_host/ascend: the CANN tiling function,
+// or the CPU stub launcher), read by every AIC and AIV of the launch. Plain POD, the same bytes on both sides.
+// The SSC itself is not tiling data: it is a GM input the host validated with op_host/ssc_loader.h. Where each
+// rank's symmetric region is comes from the EP group's HCCL context in the kernel (GetWindowsInAddr).
+#pragma once
+
+#include "../ssc_layout.h"
+
+namespace hpmoe {
+namespace ascend {
+
+constexpr uint32_t kMaxEp = 64;             // peers whose symmetric-heap base the tiling carries
+constexpr uint32_t kCounterLineInts = 16;   // a counter's 64-byte line as int32 (kCounterStrideBytes / 4)
+constexpr uint32_t kTilingMagic = 0x48504D54u;  // "TMPH"
+constexpr uint64_t kSystemCyclesPerMs = 50000;  // GetSystemCycle() runs at 50 MHz on A2/A3
+constexpr uint32_t kReportBytes = 64;           // workspace: one WorkerReport per worker queue, a line each
+// Status the kernel reports when the launch does not match the SSC's worker counts (before any task ran).
+constexpr int32_t kLaunchMismatch = 6;
+// Handler error: a task reached a core type that cannot run it (cube task on an AIV or vector task on an AIC).
+constexpr int32_t kErrCoreType = 104;
+
+// The caller's tensors, in the order of the kernel's arguments (and of the op's inputs, then outputs).
+constexpr uint32_t kNumTensorArgs = 14;
+constexpr uint32_t kTensorArgSlots[kNumTensorArgs] = {
+    ssc::kSlotX,        ssc::kSlotW1,         ssc::kSlotW2,        ssc::kSlotTopkIds,   ssc::kSlotTopkWeights,
+    ssc::kSlotDy,       ssc::kSlotSendRows,   ssc::kSlotSendCounts, ssc::kSlotTokenRows, ssc::kSlotY,
+    ssc::kSlotDx,       ssc::kSlotDW1,        ssc::kSlotDW2,       ssc::kSlotDTopkWeights};
+
+struct KernelTiling {
+  uint32_t magic;           // kTilingMagic
+  uint32_t rank;
+  uint32_t direction;       // ssc::Direction of the SSC this launch runs
+  uint32_t invocation;      // n = 1, 2, ... of that SSC on this rank (epoch rule)
+  uint32_t num_blocks;      // AI cores launched (= SSC num_aic; each brings 2 AIVs)
+  uint32_t reserved0;
+  uint64_t timeout_cycles;  // bound on every wait, in GetSystemCycle() ticks
+  uint64_t counter_offset;  // this direction's event counters, from the heap segment base
+  uint64_t abort_offset;    // the group abort word (int32, own 64-byte line), from the segment base
+  ssc::SscConfig config;
+  uint64_t slot_offset[ssc::kSlotCount];  // tensors the caller does not pass: offset in the symmetric region
+  uint32_t slot_cols[ssc::kSlotCount];
+  uint32_t slot_dtype[ssc::kSlotCount];
+  alignas(64) int32_t signal_one[kCounterLineInts];  // {1, 0, ..., 0}: the line an AIC adds to a counter
+  alignas(64) int32_t abort_line[kCounterLineInts];  // {rank + 1, 0, ..., 0}: raised into every abort word
+};
+
+}  // namespace ascend
+}  // namespace hpmoe

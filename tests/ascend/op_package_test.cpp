@@ -1,0 +1,145 @@
+// The HyperParallelMoe op package's host side (op_host/ascend/package/op_host/hyper_parallel_moe.cpp)
+// compiled against the project's host-API stubs: the OpDef MindSpore's ops.Custom("aclnnHyperParallelMoe")
+// relies on, InferShape / InferDataType, and the tiling function on a real compiled SSC (golden file).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "register/op_def_registry.h"
+
+#include "../../op_host/ssc_loader.h"
+#include "../../op_kernel/ascend/ascend_tiling.h"
+
+namespace {
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<std::string> Names(const std::vector<ops::OpParamDef>& v) {
+  std::vector<std::string> out;
+  for (const auto& p : v) out.push_back(p.name);
+  return out;
+}
+
+TEST(OpPackage, RegistersHyperParallelMoeForAclnn) {
+  auto it = ops::Registry().find("HyperParallelMoe");
+  ASSERT_NE(it, ops::Registry().end());  // aclnn generates aclnnHyperParallelMoe from this type name
+  const ops::OpDef& def = *it->second;
+  EXPECT_EQ(Names(def.inputs), (std::vector<std::string>{"x", "w1", "w2", "topk_ids", "topk_weights", "dy",
+                                                         "send_rows", "send_counts", "token_rows", "ssc", "epoch"}));
+  EXPECT_EQ(Names(def.outputs), (std::vector<std::string>{"y", "dx", "dw1", "dw2", "dtopk_weights"}));
+  EXPECT_TRUE(def.inputs[9].value_depend);   // the tiling function validates the SSC bytes on the host
+  EXPECT_TRUE(def.inputs[10].value_depend);
+  EXPECT_TRUE(def.inputs[5].optional);       // dy: backward only
+  EXPECT_EQ(def.mc2.group_attr, "group");
+  EXPECT_NE(def.aicore.tiling, nullptr);
+  EXPECT_EQ(def.aicore.socs, (std::vector<std::string>{"ascend910b", "ascend910_93"}));
+  // The kernel's tensor arguments are the inputs then the outputs, minus ssc/epoch (hpmoe::ascend::kTensorArgSlots).
+  EXPECT_EQ(def.inputs.size() - 2 + def.outputs.size(), hpmoe::ascend::kNumTensorArgs);
+}
+
+TEST(OpPackage, InferShapeAndDataType) {
+  const ops::OpDef& def = *ops::Registry().at("HyperParallelMoe");
+  gert::InferShapeContext s;
+  s.inputs.resize(11);
+  s.inputs[0].dims_ = {64, 32};
+  s.inputs[1].dims_ = {2, 32, 48};
+  s.inputs[2].dims_ = {2, 24, 32};
+  s.inputs[4].dims_ = {64, 2};
+  s.outputs.resize(5);
+  ASSERT_EQ(def.infer_shape(&s), ge::GRAPH_SUCCESS);
+  EXPECT_EQ(s.outputs[0].dims_, (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(s.outputs[1].dims_, (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(s.outputs[2].dims_, (std::vector<int64_t>{2, 32, 48}));
+  EXPECT_EQ(s.outputs[3].dims_, (std::vector<int64_t>{2, 24, 32}));
+  EXPECT_EQ(s.outputs[4].dims_, (std::vector<int64_t>{64, 2}));
+  gert::InferDataTypeContext d;
+  d.inputs.assign(11, ge::DT_BF16);
+  d.outputs.resize(5);
+  ASSERT_EQ(def.infer_dtype(&d), ge::GRAPH_SUCCESS);
+  EXPECT_EQ(d.outputs, (std::vector<ge::DataType>{ge::DT_BF16, ge::DT_BF16, ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT}));
+}
+
+struct TilingCase {
+  std::vector<uint8_t> ssc;
+  hpmoe::ssc::SscConfig cfg{};
+  uint32_t events = 0;
+  int64_t epoch = 3;
+  gert::TilingContext ctx;
+
+  explicit TilingCase(const std::string& file) : ssc(ReadFile(file)) {
+    hpmoe::ssc::LoadedSsc loaded;
+    hpmoe::ssc::LoadExpect expect;
+    expect.rank = 0;
+    EXPECT_EQ(hpmoe::ssc::LoadSsc(ssc.data(), ssc.size(), expect, &loaded), "");
+    cfg = loaded.view.config();
+    events = loaded.view.num_events;
+    ctx.platform = {25, 50};
+    const int64_t T = cfg.tokens, h = cfg.hidden, I = cfg.inter, E = cfg.experts_per_rank, k = cfg.topk;
+    const std::vector<std::vector<int64_t>> shapes = {{T, h}, {E, h, 2 * I}, {E, I, h}, {T, k}, {T, k}, {T, h},
+                                                      {int64_t(cfg.ep), int64_t(cfg.recv_rows_per_src)},
+                                                      {int64_t(cfg.ep), E}, {T, k}};
+    ctx.inputs.resize(11);
+    for (size_t i = 0; i < shapes.size(); ++i) ctx.inputs[i].shape.dims_ = shapes[i];
+    ctx.values.resize(11);
+    ctx.values[9] = {ssc.data(), int64_t(ssc.size())};
+    ctx.values[10] = {&epoch, 1};
+    ctx.attrs.ints = {0, 0, 0, events, events, 5000};  // group (string), rank, direction, counters, timeout
+  }
+  ge::graphStatus Run() { return ops::Registry().at("HyperParallelMoe")->aicore.tiling(&ctx); }
+};
+
+const std::string kGolden = HPMOE_GOLDEN_DIR "/small_ep2_rank0.fwd.ssc";
+
+TEST(OpPackage, TilingValidatesTheSscAndSizesTheLaunch) {
+  TilingCase c(kGolden);
+  ASSERT_EQ(c.Run(), ge::GRAPH_SUCCESS);
+  EXPECT_EQ(c.ctx.block_dim, c.cfg.num_aic);
+  EXPECT_EQ(c.ctx.schedule_mode, 1u);
+  ASSERT_EQ(c.ctx.workspace.size(), 1u);
+  EXPECT_EQ(c.ctx.workspace[0], (c.cfg.num_aic + c.cfg.num_aiv) * hpmoe::ascend::kReportBytes);
+  ASSERT_EQ(c.ctx.tiling.size, sizeof(hpmoe::ascend::KernelTiling));
+  hpmoe::ascend::KernelTiling t;
+  std::memcpy(&t, c.ctx.tiling.bytes.data(), sizeof(t));
+  EXPECT_EQ(t.magic, hpmoe::ascend::kTilingMagic);
+  EXPECT_EQ(t.invocation, 3u);
+  EXPECT_EQ(t.num_blocks, c.cfg.num_aic);
+  EXPECT_EQ(t.timeout_cycles, 5000u * 50000u);
+  EXPECT_EQ(t.signal_one[0], 1);
+  EXPECT_EQ(t.counter_offset % 64, 0u);
+}
+
+TEST(OpPackage, TilingRefusesBadInputsInOneLine) {
+  {
+    TilingCase c(kGolden);
+    c.ssc[c.ssc.size() / 2] ^= 0x10;  // corrupted file: the shared loader refuses it
+    EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
+  }
+  {
+    TilingCase c(kGolden);
+    c.ctx.platform = {1, 2};  // fewer AI cores than the SSC's workers
+    EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
+  }
+  {
+    TilingCase c(kGolden);
+    c.epoch = 0;  // invocations count from 1
+    EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
+  }
+  {
+    TilingCase c(kGolden);
+    c.ctx.inputs[0].shape.dims_[1] += 1;  // x of another hidden size
+    EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
+  }
+  {
+    TilingCase c(kGolden);
+    c.ctx.attrs.ints[1] = 1;  // rank 1 given rank 0's file
+    EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
+  }
+}
+
+}  // namespace

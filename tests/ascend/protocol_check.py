@@ -1,0 +1,148 @@
+"""Reads the AscendC stub's call log (op_host/ascend/stub_runner/c_api.cpp writes it) and checks the kernel's
+synchronisation protocol. Each check returns a list of violations (empty = holds), so a test can show that a
+broken log is caught."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+RECORD = np.dtype([("rank", "<u4"), ("core_type", "<i4"), ("block", "<u4"), ("op", "<u4"), ("arg", "<u4"),
+                   ("pad", "<u4"), ("addr", "<u8"), ("bytes", "<u8")])
+# stub_core.h: enum class Op
+(COPY_IN, COPY_OUT, GM_READ, GM_WRITE, DCCI, BARRIER, ATOMIC_ADD, ATOMIC_NONE, FLAG_SET, FLAG_WAIT, MATMUL, KTYPE,
+ ATOMIC_MAX) = range(13)
+AIC, AIV = 1, 2
+MIX_AIC_1_2 = 5
+LINE = 64
+SYNCALL_FLAGS = {11, 12, 13, 14}  # CrossCoreSetFlag(ISASI).md: SyncAll's ids
+
+
+@dataclass
+class Launch:
+    records: np.ndarray
+    ranks: list[dict]  # per rank: segment, counters, num_events, queues, num_queues
+
+    def cores(self):
+        """(rank, core_type, block) -> that core's records in program order."""
+        out = {}
+        for rec in self.records:
+            out.setdefault((int(rec["rank"]), int(rec["core_type"]), int(rec["block"])), []).append(rec)
+        return out
+
+    def counter_rank(self, addr: int) -> int | None:
+        for r in self.ranks:
+            if r["counters"] <= addr < r["counters"] + r["num_events"] * LINE:
+                return r["rank"]
+        return None
+
+    def segment_rank(self, addr: int, segment_bytes: int) -> int | None:
+        for r in self.ranks:
+            if r["segment"] <= addr < r["segment"] + segment_bytes:
+                return r["rank"]
+        return None
+
+
+def load(path: Path) -> Launch:
+    meta = json.loads(Path(str(path) + ".json").read_text())
+    return Launch(np.fromfile(path, RECORD), meta["ranks"])
+
+
+def check_counter_atomics(launch: Launch) -> list[str]:
+    """Every atomic DMA targets one whole 64-byte counter line, and a barrier separates it from the core's
+    last output or payload write before it."""
+    bad = []
+    for core, recs in launch.cores().items():
+        last_write = None
+        barrier_since = True
+        for i, rec in enumerate(recs):
+            op = int(rec["op"])
+            if op == COPY_OUT and rec["arg"] == 1:
+                addr = int(rec["addr"])
+                if launch.counter_rank(addr) is None:
+                    bad.append(f"{core} record {i}: atomic DMA to {addr:#x}, not an event counter")
+                if addr % LINE or rec["bytes"] != LINE:
+                    bad.append(f"{core} record {i}: counter update of {rec['bytes']} bytes at {addr:#x} "
+                               "is not one aligned 64-byte line")
+                if last_write is not None and not barrier_since:
+                    bad.append(f"{core} record {i}: signal without a barrier after the write at record {last_write}")
+            elif op in (COPY_OUT, MATMUL, GM_WRITE):
+                last_write, barrier_since = i, False
+            elif op == BARRIER:
+                barrier_since = True
+    return bad
+
+
+def check_puts_signal_after_payload(launch: Launch, segment_bytes: int) -> list[str]:
+    """A payload DMA into a peer's segment is followed by a barrier and then an atomic add on a counter of
+    that peer, before the core writes anything else."""
+    bad = []
+    for core, recs in launch.cores().items():
+        pending = None  # (record index, destination rank) of a payload not yet signalled
+        seen_barrier = False
+        for i, rec in enumerate(recs):
+            op = int(rec["op"])
+            if op == COPY_OUT and rec["arg"] == 0:
+                dst = launch.segment_rank(int(rec["addr"]), segment_bytes)
+                if dst is not None and dst != core[0] and launch.counter_rank(int(rec["addr"])) is None:
+                    if pending is None:
+                        pending = (i, dst)
+                    seen_barrier = False
+            elif op == BARRIER:
+                seen_barrier = True
+            elif op == COPY_OUT and rec["arg"] == 1 and pending is not None:
+                if not seen_barrier:
+                    bad.append(f"{core} record {i}: put of record {pending[0]} signalled without a barrier")
+                if launch.counter_rank(int(rec["addr"])) != pending[1]:
+                    bad.append(f"{core} record {i}: put to rank {pending[1]} signalled a counter of another rank")
+                pending = None
+        if pending is not None:
+            bad.append(f"{core}: payload at record {pending[0]} to rank {pending[1]} was never signalled")
+    return bad
+
+
+def check_spins_reread_through_cache(launch: Launch) -> list[str]:
+    """Every scalar read of a counter comes right after a DataCacheCleanAndInvalid of its line."""
+    bad = []
+    for core, recs in launch.cores().items():
+        for i, rec in enumerate(recs):
+            if int(rec["op"]) != GM_READ or launch.counter_rank(int(rec["addr"])) is None:
+                continue
+            prev = recs[i - 1] if i > 0 else None
+            line = int(rec["addr"]) // LINE * LINE
+            if prev is None or int(prev["op"]) != DCCI or int(prev["addr"]) != line:
+                bad.append(f"{core} record {i}: counter read at {int(rec['addr']):#x} without a dcci of its line")
+    return bad
+
+
+def check_queue_types(launch: Launch, num_aic: int) -> list[str]:
+    """AIC block b reads only CTQ record b, AIV block v only VTQ record num_aic + v; cube work only on AICs."""
+    bad = []
+    for (rank, ctype, block), recs in launch.cores().items():
+        q = next(r for r in launch.ranks if r["rank"] == rank)
+        read = {(int(x["addr"]) - q["queues"]) // 16 for x in recs
+                if int(x["op"]) == GM_READ and q["queues"] <= int(x["addr"]) < q["queues"] + 16 * q["num_queues"]}
+        want = block if ctype == AIC else num_aic + block
+        if read != {want}:
+            bad.append(f"rank {rank} {'AIC' if ctype == AIC else 'AIV'} {block}: read queue records {sorted(read)}, "
+                       f"expected only {want}")
+        if ctype == AIV and any(int(x["op"]) == MATMUL for x in recs):
+            bad.append(f"rank {rank} AIV {block}: ran a Matmul")
+    return bad
+
+
+def check_flags_and_kernel_type(launch: Launch, matmul_objects: int = 1) -> list[str]:
+    """No cross-core flag id reserved by SyncAll (11-14) or the Matmul API (0 .. 2N-1); every core ran as
+    KERNEL_TYPE_MIX_AIC_1_2."""
+    bad = []
+    reserved = SYNCALL_FLAGS | set(range(2 * matmul_objects))
+    for core, recs in launch.cores().items():
+        for i, rec in enumerate(recs):
+            if int(rec["op"]) in (FLAG_SET, FLAG_WAIT) and int(rec["arg"]) in reserved:
+                bad.append(f"{core} record {i}: cross-core flag id {int(rec['arg'])} is reserved")
+        types = [int(r["arg"]) for r in recs if int(r["op"]) == KTYPE]
+        if types != [MIX_AIC_1_2]:
+            bad.append(f"{core}: kernel type records {types}, expected [{MIX_AIC_1_2}]")
+    return bad
