@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds libhpmoe_cuda.so with nvcc alone (no CMake), for the GPU machines: ./op_host/cuda/build_lib.sh OUT_DIR
-# NVCC_EXTRA adds flags (e.g. -DHPMOE_GEMM_BN=128 -DHPMOE_GEMM_STAGES=4 for other GMM tilings).
+# NVCC_EXTRA adds flags (e.g. -DHPMOE_GEMM_TMA=0 for the cp.async-fed GMM tile).
 # CMake builds the same sources when it finds a CUDA compiler (op_host/cuda/CMakeLists.txt).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"

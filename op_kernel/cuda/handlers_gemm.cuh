@@ -3,21 +3,13 @@
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 
-#ifndef HPMOE_GEMM_WGMMA
-#define HPMOE_GEMM_WGMMA 1  // Hopper wgmma tiles; 0 selects the mma.sync tiles (block_gemm.cuh)
-#endif
 #ifndef HPMOE_GEMM_TMA
-#define HPMOE_GEMM_TMA 1  // wgmma tiles fed by TMA + mbarriers (block_gemm_tma.cuh); 0: cp.async-fed (block_gemm_wgmma.cuh)
-#endif
-#if HPMOE_GEMM_TMA && !HPMOE_GEMM_WGMMA
-#error "HPMOE_GEMM_TMA=1 needs HPMOE_GEMM_WGMMA=1"
+#define HPMOE_GEMM_TMA 1  // wgmma tiles fed by TMA + mbarriers (block_gemm_tma.cuh); 0: fed by cp.async
 #endif
 #if HPMOE_GEMM_TMA
 #include "block_gemm_tma.cuh"
-#elif HPMOE_GEMM_WGMMA
-#include "block_gemm_wgmma.cuh"
 #else
-#include "block_gemm.cuh"
+#include "block_gemm_wgmma.cuh"
 #endif
 #include "row_segments.cuh"
 
