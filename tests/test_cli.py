@@ -25,7 +25,7 @@ def test_every_command_has_help(command):
 @pytest.mark.parametrize("args,needle", [
     (["--preset", "nope"], "unknown preset 'nope'"),
     (["--preset", "small", "--topk", "9"], "topk=9 is larger than the number of experts"),
-    (["--preset", "small", "--ep", "0"], "ep must be a positive integer"),
+    (["--preset", "small", "--ep", "0"], "--ep: must be a positive integer"),
     (["--preset", "small", "--hidden", "70"], "hidden=70 is not divisible by wgrad_tile=16"),
     (["--preset", "small", "--rank", "4"], "--rank 4 is outside the EP group of 4 ranks"),
     (["--ep", "2"], "missing config field"),

@@ -73,6 +73,9 @@ int hpmoe_cpu_shm_unlink(const char* name) { return hpmoe::cpu::ShmUnlink(name) 
 void hpmoe_cpu_heap_init(void* base, uint32_t ep, uint64_t segment_bytes) {
   hpmoe::cpu::InitGroupHeap(base, ep, segment_bytes);
 }
+void hpmoe_cpu_heap_abort(void* base, uint32_t ep, uint64_t segment_bytes, uint32_t rank) {
+  hpmoe::cpu::AbortGroup(base, ep, segment_bytes, rank);
+}
 
 void* hpmoe_cpu_rank_open(void* base, uint64_t segment_bytes, const uint32_t* config16, uint32_t counters_fwd,
                           uint32_t counters_bwd, uint32_t rank, const uint8_t* fwd, uint64_t fwd_len,

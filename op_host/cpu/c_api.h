@@ -25,6 +25,8 @@ void* hpmoe_cpu_anon_create(uint64_t bytes, char* err, int errlen);
 void hpmoe_cpu_unmap(void* base, uint64_t bytes);
 int hpmoe_cpu_shm_unlink(const char* name);
 void hpmoe_cpu_heap_init(void* base, uint32_t ep, uint64_t segment_bytes);
+// Marks the group failed on behalf of `rank`: every worker stops at its next wait (launcher fault path).
+void hpmoe_cpu_heap_abort(void* base, uint32_t ep, uint64_t segment_bytes, uint32_t rank);
 
 void* hpmoe_cpu_rank_open(void* base, uint64_t segment_bytes, const uint32_t* config16, uint32_t counters_fwd,
                           uint32_t counters_bwd, uint32_t rank, const uint8_t* fwd, uint64_t fwd_len,

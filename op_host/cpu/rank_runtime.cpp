@@ -47,6 +47,12 @@ std::unique_ptr<RankRuntime> RankRuntime::Open(const GroupMemory& group, const H
     *error = Format("rank %u: the heap segment was not initialised for this layout", rank);
     return nullptr;
   }
+  // The bound every wait relies on: 0 would fail every wait, and past a day the nanosecond product can wrap.
+  if (options.timeout_ms < 1 || options.timeout_ms > kMaxTimeoutMs) {
+    *error = Format("wait timeout %llu ms is outside [1, %llu] ms", static_cast<unsigned long long>(options.timeout_ms),
+                    static_cast<unsigned long long>(kMaxTimeoutMs));
+    return nullptr;
+  }
   if (fwd == nullptr && bwd == nullptr) {
     *error = "neither a fwd nor a bwd SSC was given";
     return nullptr;

@@ -21,6 +21,8 @@ namespace cpu {
 enum HandlerMode : uint32_t { kHandlersCompute = 0, kHandlersNull = 1 };
 enum DispatchMode : uint32_t { kDispatchStatic = 0, kDispatchDynamic = 1 };
 
+constexpr uint64_t kMaxTimeoutMs = 86400000;  // one day: the launcher's own limit (hpmoe run --timeout)
+
 struct RankOptions {
   uint64_t timeout_ms = 30000;
   uint32_t handlers = kHandlersCompute;

@@ -84,5 +84,14 @@ void InitGroupHeap(void* base, uint32_t ep, uint64_t segment_bytes) {
   }
 }
 
+void AbortGroup(void* base, uint32_t ep, uint64_t segment_bytes, uint32_t rank) {
+  for (uint32_t r = 0; r < ep; ++r) {
+    ControlBlock* cb = reinterpret_cast<ControlBlock*>(static_cast<uint8_t*>(base) + uint64_t(r) * segment_bytes);
+    uint32_t expected = 0;
+    __atomic_compare_exchange_n(&cb->abort_rank_plus1, &expected, rank + 1, false, __ATOMIC_RELEASE,
+                                __ATOMIC_RELAXED);
+  }
+}
+
 }  // namespace cpu
 }  // namespace hpmoe

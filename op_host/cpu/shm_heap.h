@@ -19,5 +19,10 @@ bool ShmUnlink(const std::string& name);
 // Writes each rank's control block (the memory must be zero-filled and hold ep segments).
 void InitGroupHeap(void* base, uint32_t ep, uint64_t segment_bytes);
 
+// Marks the group failed on behalf of `rank` (first failure wins), as a failing worker does: every worker of
+// every rank stops at its next wait. The launcher calls it when a rank process dies or is stopped, so its
+// peers stop at once instead of each waiting out the timeout.
+void AbortGroup(void* base, uint32_t ep, uint64_t segment_bytes, uint32_t rank);
+
 }  // namespace cpu
 }  // namespace hpmoe

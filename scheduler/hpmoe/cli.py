@@ -3,34 +3,38 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Callable
 
-from . import ssc_io
+from . import limits, ssc_io
+from .args import OneLineParser, ValueCheckError, check_output_dir, float_arg, int_arg
 from .compiler import compile_schedules
 from .config import PRESETS, MoeConfig, make_config
 from .errors import HpmoeError, ScheduleError
 from .inspect_ssc import summary, summary_line, to_json
 from .validate import check, validate
 
-# Config fields settable from the command line: (flag, field, type, help).
+# Config fields settable from the command line: (flag, field, type, help). The converters check sign and
+# type as the flag is parsed; config.resolve checks ranges and consistency.
 CONFIG_FLAGS = [
-    ("--ep", "ep", int, "EP group size (ranks)"),
-    ("--tokens", "tokens", int, "tokens per rank (shape bucket)"),
-    ("--hidden", "hidden", int, "hidden size h"),
-    ("--inter", "inter", int, "expert intermediate size I (W1 has 2I columns)"),
-    ("--experts-per-rank", "experts_per_rank", int, "local experts per rank"),
-    ("--topk", "topk", int, "experts per token"),
+    ("--ep", "ep", int_arg(1), "EP group size (ranks)"),
+    ("--tokens", "tokens", int_arg(1), "tokens per rank (shape bucket)"),
+    ("--hidden", "hidden", int_arg(1), "hidden size h"),
+    ("--inter", "inter", int_arg(1), "expert intermediate size I (W1 has 2I columns)"),
+    ("--experts-per-rank", "experts_per_rank", int_arg(1), "local experts per rank"),
+    ("--topk", "topk", int_arg(1), "experts per token"),
     ("--dtype", "dtype", str, "fp32, fp16 or bf16"),
-    ("--tile-m", "tile_m", int, "rows per row tile (dispatch chunk, GMM/SwiGLU/combine tile)"),
-    ("--recv-rows-per-src", "recv_rows_per_src", int, "bucket: rows a rank can receive from each source"),
-    ("--capacity-factor", "capacity_factor", float, "bucket from balanced load x factor, if rows not given"),
-    ("--wgrad-tile", "wgrad_tile", int, "output rows per weight-gradient tile"),
-    ("--token-tile", "token_tile", int, "tokens per combine-reduce tile"),
-    ("--workers-aic", "num_aic", int, "AIC workers (A3: 25)"),
-    ("--workers-aiv", "num_aiv", int, "AIV workers (A3: 50)"),
+    ("--tile-m", "tile_m", int_arg(1), "rows per row tile (dispatch chunk, GMM/SwiGLU/combine tile)"),
+    ("--recv-rows-per-src", "recv_rows_per_src", int_arg(0), "bucket: rows a rank can receive from each source"),
+    ("--capacity-factor", "capacity_factor", float_arg(0.0, lo_open=True),
+     "bucket from balanced load x factor, if rows not given"),
+    ("--wgrad-tile", "wgrad_tile", int_arg(0), "output rows per weight-gradient tile"),
+    ("--token-tile", "token_tile", int_arg(0), "tokens per combine-reduce tile"),
+    ("--workers-aic", "num_aic", int_arg(1), "AIC workers (A3: 25)"),
+    ("--workers-aiv", "num_aiv", int_arg(1), "AIV workers (A3: 50)"),
 ]
 
 
@@ -62,7 +66,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     if args.rank is not None and not 0 <= args.rank < cfg.ep:
         raise HpmoeError(f"--rank {args.rank} is outside the EP group of {cfg.ep} ranks")
     ranks = list(range(cfg.ep)) if args.all_ranks or args.rank is None else [args.rank]
-    out = Path(args.output)
+    out = check_output_dir(args.output)
+    limits.check_compile(cfg, len(ranks))
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     schedules = compile_schedules(cfg, directions(args.direction), ranks)
@@ -108,7 +113,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hpmoe", description="HyperParallel-MoE: compile, inspect, verify, run "
+    parser = OneLineParser(prog="hpmoe", description="HyperParallel-MoE: compile, inspect, verify, run "
                                      "(CPU twin) and simulate (Ascend A3 model) static tile-level MoE-FFN schedules.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -116,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Compile Static Schedule Configurations: one file per rank and direction.")
     add_config_args(p)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--rank", type=int, help="compile this rank only (rank-local validation)")
+    which.add_argument("--rank", type=int_arg(0), help="compile this rank only (rank-local validation)")
     which.add_argument("--all-ranks", action="store_true", help="compile every rank (default; group validation)")
     p.add_argument("--direction", choices=["fwd", "bwd", "both"], default="both")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output folder")
@@ -130,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("verify", help="validate SSC files (a whole group when every rank is given)",
                        description="Validate SSC files: structure, thresholds, coverage, writes, deadlock freedom.")
     p.add_argument("files", nargs="+")
-    p.add_argument("--max-errors", type=int, default=20)
+    p.add_argument("--max-errors", type=int_arg(1), default=20)
     p.set_defaults(func=cmd_verify)
 
     for register in _extra_commands():
@@ -148,19 +153,37 @@ def _extra_commands() -> list[Callable[[argparse._SubParsersAction], None]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, its one line already printed): return it
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return args.func(args)
-    except HpmoeError as exc:
-        print(f"hpmoe {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"hpmoe {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except (HpmoeError, ValueCheckError) as exc:
+        return _one_line(args.command, exc)
     except BrokenPipeError:
         # The reader (e.g. `| head`) went away: stop quietly, and keep Python from complaining at exit.
         sys.stderr.close()
         return 0
+    except OSError as exc:  # a file error the command did not foresee: still one line
+        return _one_line(args.command, f"{str(exc.filename) + ': ' if exc.filename else ''}{exc.strerror or exc}")
+    except MemoryError:
+        return _one_line(args.command, "out of memory (the size estimate let this config through: please report)")
+    except KeyboardInterrupt:
+        print(f"hpmoe {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not bad input: still one line, with a distinct exit status
+        if os.environ.get("HPMOE_TRACEBACK"):
+            raise
+        print(f"hpmoe {args.command}: internal error: {type(exc).__name__}: {exc} "
+              f"(a bug; HPMOE_TRACEBACK=1 shows where)".replace("\n", " "), file=sys.stderr)
+        return 70
+
+
+def _one_line(command: str, exc: object) -> int:
+    text = " ".join(str(exc).split("\n"))
+    print(f"hpmoe {command}: error: {text}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

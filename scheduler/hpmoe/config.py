@@ -6,10 +6,10 @@ An SSC compiled for a bucket serves any routing inside it; see docs/design.md, "
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from typing import Any, Mapping
 
+from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .errors import ConfigError
 from .ssc_format import CONFIG_INTERLEAVE, CONFIG_RATR, DType
 
@@ -109,20 +109,34 @@ def _default_wgrad_tile(hidden: int, inter: int) -> int:
     return max(d for d in range(1, min(g, 256) + 1) if g % d == 0)
 
 
+# Per-field rules: (smallest, largest). Workers: no device has more than 1024 of a kind, and the CPU twin
+# starts one thread per worker, so a larger count is a typo, not a machine.
+MAX_WORKERS = 1024
+INT_FIELDS = {"ep": (1, INT32_MAX), "tokens": (1, INT32_MAX), "hidden": (1, INT32_MAX), "inter": (1, INT32_MAX),
+              "experts_per_rank": (1, INT32_MAX), "topk": (1, INT32_MAX), "tile_m": (1, INT32_MAX),
+              "recv_rows_per_src": (0, INT32_MAX), "wgrad_tile": (0, INT32_MAX), "token_tile": (0, INT32_MAX),
+              "num_aic": (1, MAX_WORKERS), "num_aiv": (1, MAX_WORKERS)}
+
+
+def _check_fields(cfg: MoeConfig) -> None:
+    """Types and ranges of every field, before any arithmetic on them."""
+    try:
+        for name, (lo, hi) in INT_FIELDS.items():
+            check_int(name, getattr(cfg, name), lo, hi)
+        check_choice("dtype", cfg.dtype, DTYPE_NAMES)
+        check_float("capacity_factor", cfg.capacity_factor, 0.0, lo_open=True)
+        check_bool("ratr", cfg.ratr)
+        check_bool("interleave", cfg.interleave)
+    except ValueCheckError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def resolve(cfg: MoeConfig) -> MoeConfig:
     """Validate every field and fill the derived defaults; raises ConfigError naming the first problem."""
-    positive = ("ep", "tokens", "hidden", "inter", "experts_per_rank", "topk", "tile_m", "num_aic", "num_aiv")
-    for name in positive:
-        value = getattr(cfg, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    if cfg.dtype not in DTYPE_NAMES:
-        raise ConfigError(f"dtype must be one of {sorted(DTYPE_NAMES)}, got {cfg.dtype!r}")
+    _check_fields(cfg)
     if cfg.topk > cfg.num_experts:
         raise ConfigError(f"topk={cfg.topk} is larger than the number of experts "
                           f"ep*experts_per_rank={cfg.num_experts}")
-    if not cfg.capacity_factor > 0:
-        raise ConfigError(f"capacity_factor must be > 0, got {cfg.capacity_factor!r}")
     changes: dict[str, Any] = {}
     wgrad = cfg.wgrad_tile or _default_wgrad_tile(cfg.hidden, cfg.inter)
     for dim_name in ("hidden", "inter"):
@@ -130,23 +144,22 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
             raise ConfigError(f"{dim_name}={getattr(cfg, dim_name)} is not divisible by wgrad_tile={wgrad}")
     changes["wgrad_tile"] = wgrad
     token_tile = cfg.token_tile or cfg.tile_m
-    if token_tile < 1:
-        raise ConfigError(f"token_tile must be a positive integer, got {cfg.token_tile!r}")
     changes["token_tile"] = token_tile
     cap_limit = _round_up(cfg.max_rows_per_pair, cfg.tile_m)
     if cfg.recv_rows_per_src:
-        if cfg.recv_rows_per_src < 0:
-            raise ConfigError(f"recv_rows_per_src must be positive, got {cfg.recv_rows_per_src}")
         if cfg.recv_rows_per_src % cfg.tile_m:
             raise ConfigError(f"recv_rows_per_src={cfg.recv_rows_per_src} is not divisible by "
                               f"tile_m={cfg.tile_m}")
         capacity = cfg.recv_rows_per_src
     else:
-        balanced = cfg.tokens * cfg.topk / cfg.ep
-        capacity = min(cap_limit, _round_up(max(1, math.ceil(balanced * cfg.capacity_factor)), cfg.tile_m))
+        wanted = cfg.tokens * cfg.topk / cfg.ep * cfg.capacity_factor  # a float: compare before ceil
+        capacity = cap_limit if wanted >= cap_limit else \
+            min(cap_limit, _round_up(max(1, math.ceil(wanted)), cfg.tile_m))
     changes["recv_rows_per_src"] = capacity
-    if capacity * cfg.ep >= 2**31 or cfg.tokens * cfg.topk >= 2**31:
+    if capacity * cfg.ep >= 2**31:
         raise ConfigError(f"buffers of {capacity * cfg.ep} rows exceed the 32-bit row indices of the SSC")
+    if cfg.tokens * cfg.topk >= 2**31:
+        raise ConfigError(f"tokens*topk={cfg.tokens * cfg.topk} rows exceed the 32-bit row indices of the SSC")
     return dataclasses.replace(cfg, **changes)
 
 
@@ -160,10 +173,9 @@ def make_config(preset: str | None = None, overrides: Mapping[str, Any] | None =
         fields.update(PRESETS[preset])
     if json_path is not None:
         try:
-            with open(json_path, encoding="utf-8") as fh:
-                loaded = json.load(fh)
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"cannot read config {json_path}: {exc}") from None
+            loaded = read_json(json_path, "config")
+        except ValueCheckError as exc:
+            raise ConfigError(str(exc)) from None
         if not isinstance(loaded, dict):
             raise ConfigError(f"config {json_path} must hold a JSON object")
         fields.update(loaded)

@@ -83,6 +83,8 @@ def lib() -> ctypes.CDLL:
         L.hpmoe_cpu_shm_unlink.argtypes = [cp]
         L.hpmoe_cpu_heap_init.argtypes = [vp, u32, u64]
         L.hpmoe_cpu_heap_init.restype = None
+        L.hpmoe_cpu_heap_abort.argtypes = [vp, u32, u64, u32]
+        L.hpmoe_cpu_heap_abort.restype = None
         L.hpmoe_cpu_rank_open.argtypes = [vp, u64, pu32, u32, u32, u32, cp, u64, cp, u64,
                                           ctypes.POINTER(RankOptions), cp, i32]
         L.hpmoe_cpu_rank_open.restype = vp
@@ -143,6 +145,11 @@ class GroupHeap:
         self.owner = create
         if create:
             L.hpmoe_cpu_heap_init(base, self.ep, layout.segment_bytes)
+
+    def abort(self, failed_rank: int) -> None:
+        """Mark the group failed on behalf of `failed_rank`: every worker stops at its next wait."""
+        if self.base:
+            lib().hpmoe_cpu_heap_abort(self.base, self.ep, self.layout.segment_bytes, failed_rank)
 
     def view(self, rank: int, slot: Slot) -> np.ndarray:
         offset, shape, np_dtype = self.layout.slots[slot]

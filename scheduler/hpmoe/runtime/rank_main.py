@@ -3,13 +3,29 @@ forward then backward `--iterations` times. Prints one line and exits 1 on failu
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
 from ..config import make_config
 from ..errors import HpmoeError
 from . import native
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with(parent_pid: int) -> None:
+    """Ask the kernel to SIGKILL this rank when the launcher dies (even by SIGKILL), so no rank outlives it."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the launcher died before the request took effect
+        sys.exit(1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,8 +39,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=1)
     p.add_argument("--handlers", choices=["compute", "null"], default="compute")
     p.add_argument("--fault", default="0,0,0", help="mode,after,direction (test hook)")
+    p.add_argument("--parent-pid", type=int, default=0, help="the launcher: die with it (Linux)")
     p.add_argument("--backend", choices=sorted(native.BACKENDS), default="cpu")
     args = p.parse_args(argv)
+    if args.parent_pid:
+        _die_with(args.parent_pid)
     try:
         native.use_backend(args.backend)
         cfg = make_config(None, json.loads(args.config))

@@ -3,8 +3,13 @@ float64 reference. Exit 0 only if every output is within tolerance (1 otherwise,
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
 import time
 
+from .. import limits
+from ..args import check_output_file, float_arg, int_arg, int_list_arg
 from ..cli import add_config_args, config_from_args
 from ..compiler import compile_schedules
 from ..reference import moe_reference
@@ -12,20 +17,59 @@ from .routing import ROUTINGS, bucket_for, make_routing
 from .tolerances import compare
 from .twin import CpuTwin, make_inputs
 
+CLEANUP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class Terminated(Exception):
+    """SIGTERM or SIGHUP reached the launcher: unwind so every `finally` and `with` cleans up."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum: int, _frame) -> None:
+    for s in CLEANUP_SIGNALS:  # a second signal must not interrupt the cleanup the first one started
+        signal.signal(s, signal.SIG_IGN)
+    raise Terminated(signum)
+
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """The launcher. SIGTERM and SIGHUP stop the rank processes and remove the shared-memory heap."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers need the main thread
+        return _run(args)
+    previous = {s: signal.signal(s, _terminate) for s in CLEANUP_SIGNALS}
+    try:
+        return _run(args)
+    except Terminated as exc:
+        print(f"hpmoe run: terminated by {exc}; rank processes stopped, shared memory removed", file=sys.stderr)
+        return 128 + exc.signum
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.backend == "cuda":
+        if args.trace is not None:  # refuse a bad trace path before the GPUs run, not after
+            check_output_file(args.trace, "trace file")
+        limits.check_compile(cfg, cfg.ep)  # the host compiles the group and holds float64 inputs
         from ..cuda.run import cmd_run_cuda
         return cmd_run_cuda(args, cfg)
+    limits.check_run(cfg)  # before the routing draw: that alone can be T x experts floats per rank
     topk_ids, topk_weights = make_routing(cfg, args.routing, args.seed)
     if args.recv_rows_per_src is None:  # pick the bucket that fits this routing
         cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, topk_ids))
+        limits.check_run(cfg)
     inputs = make_inputs(cfg, topk_ids, topk_weights, args.seed)
     schedules = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
     mode = "threads" if args.threads else "processes"
     with CpuTwin(cfg, schedules, shared_memory=not args.threads, timeout_s=args.timeout,
                  backend=args.backend) as twin:
+        if twin.stale_removed:  # a note, on stderr: stdout stays the report that scripts parse
+            print(f"hpmoe run: note: removed {len(twin.stale_removed)} shared-memory segment(s) left by killed "
+                  f"launchers: {', '.join(twin.stale_removed)}", file=sys.stderr)
         twin.load_inputs(inputs)  # routing plan + bucket check: refuses before anything runs
         start = time.perf_counter()
         if args.threads:
@@ -54,15 +98,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "compare every output with the float64 reference.")
     add_config_args(p, default_preset="small")
     p.add_argument("--routing", choices=ROUTINGS, default="random", help="how tokens pick experts")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int_arg(0, 2**32 - 1), default=0)
     p.add_argument("--threads", action="store_true", help="ranks as thread groups of one process")
-    p.add_argument("--timeout", type=float, default=30.0, metavar="S", help="bound on every wait, seconds")
-    p.add_argument("--iterations", type=int, default=1, help="fwd+bwd launches (epoch counters, no reset)")
+    p.add_argument("--timeout", type=float_arg(0.01, 86400.0), default=30.0, metavar="S",
+                   help="bound on every wait, seconds (0.01 to 86400); a stopped or dead rank is reported "
+                        "within about this long")
+    p.add_argument("--iterations", type=int_arg(1, 10**6), default=1,
+                   help="fwd+bwd launches (epoch counters, no reset)")
     p.add_argument("--backend", choices=["cpu", "ascendc-cpu", "cuda"], default="cpu",
                    help="cpu: the CPU twin; ascendc-cpu: the AscendC kernel compiled against the project's "
                         "stubs, AIC/AIV cores as threads (docs/ascend.md); cuda: persistent kernels on this "
                         "host's GPUs (docs/cuda.md)")
-    p.add_argument("--devices", metavar="LIST", help="cuda: GPU of each rank, e.g. 0,1,2,3 (default: rank r on GPU r)")
+    p.add_argument("--devices", metavar="LIST", type=int_list_arg(0, 1023),
+                   help="cuda: GPU of each rank, e.g. 0,1,2,3 (default: rank r on GPU r)")
     p.add_argument("--trace", metavar="FILE", help="cuda: write the per-task GPU trace (Chrome/Perfetto JSON)")
     p.add_argument("--one-process", action="store_true",
                    help="cuda: drive every GPU from this process (default: one process per GPU when each rank has one)")

@@ -12,18 +12,21 @@ import os
 import subprocess
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
 import numpy as np
 
 from .. import ssc_io
+from ..args import ValueCheckError, check_float
 from ..compiler import RankSchedule, compile_schedules
 from ..config import MoeConfig
+from ..errors import ConfigError
 from ..ssc_format import Slot
 from . import native
 from .dtypes import to_float64, to_storage
 from .routing import check_routing, plan_rank
+from .shm_names import remove_stale_segments, segment_name
+from .supervise import kill_all, supervise
 
 OUTPUTS = {"y": Slot.Y, "dx": Slot.DX, "dw1": Slot.DW1, "dw2": Slot.DW2, "dtopk_weights": Slot.DTOPK_WEIGHTS}
 FAULT_MODES = {"none": 0, "exit": 1, "fail": 2}
@@ -65,6 +68,10 @@ class Fault:
 class CpuTwin:
     def __init__(self, cfg: MoeConfig, schedules: list[RankSchedule] | None = None, shared_memory: bool = False,
                  timeout_s: float = 30.0, handlers: str = "compute", backend: str = "cpu"):
+        try:  # the C++ side takes whole milliseconds as uint64: NaN, negative or 0 would unbound every wait
+            check_float("timeout_s", timeout_s, 0.001, 86400.0)
+        except ValueCheckError as exc:
+            raise ConfigError(str(exc)) from None
         self.cfg, self.timeout_s, self.handlers, self.backend = cfg, timeout_s, handlers, backend
         if backend == "ascendc-cpu" and cfg.num_aiv != 2 * cfg.num_aic:  # MIX_AIC_1_2: two AIVs per AI core
             raise native.RuntimeFailure(f"ascendc-cpu launches {cfg.num_aic} AI cores with {2 * cfg.num_aic} AIVs, "
@@ -78,9 +85,11 @@ class CpuTwin:
             self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
             counters[s.direction_name] = max(counters[s.direction_name], len(s.events))
         self.layout = native.HeapLayout(cfg, counters["fwd"], counters["bwd"])
-        self.shm_name = f"hpmoe-{os.getpid()}-{uuid.uuid4().hex[:8]}" if shared_memory else None
+        self.stale_removed = remove_stale_segments() if shared_memory else []
+        self.shm_name = segment_name() if shared_memory else None
         self.heap = native.GroupHeap(self.layout, self.shm_name)
         self.ranks: list[native.RankHandle] = []
+        self.rank_pids: list[int] = []  # pids of the running rank processes (tests stop or kill them)
 
     # ---- data ----------------------------------------------------------------------------------
     def load_inputs(self, inputs: MoeInputs) -> None:
@@ -135,33 +144,32 @@ class CpuTwin:
         if self.shm_name is None:
             raise native.RuntimeFailure("run_processes needs the heap in shared memory (shared_memory=True)")
         with tempfile.TemporaryDirectory(prefix="hpmoe-ssc-") as tmp:
-            procs = []
-            for r in range(self.cfg.ep):
-                for d in ("fwd", "bwd"):
-                    Path(tmp, f"rank{r}.{d}.ssc").write_bytes(self.ssc[d][r])
-                opts = self._options(r, fault)
-                cmd = [sys.executable, "-m", "hpmoe.runtime.rank_main", "--shm", self.shm_name, "--ssc-dir", tmp,
-                       "--rank", str(r), "--config", json.dumps(self.cfg.to_json()),
-                       "--counters", f"{self.layout.counters[0]},{self.layout.counters[1]}",
-                       "--timeout-ms", str(opts.timeout_ms), "--iterations", str(iterations),
-                       "--handlers", self.handlers, "--backend", self.backend, "--fault", f"{opts.fault_mode},{opts.fault_after},"
-                       f"{opts.fault_direction}"]
-                procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
-            failures = []
-            deadline = self.timeout_s * 2 * iterations + 60
-            for r, p in enumerate(procs):
-                try:
-                    _, err = p.communicate(timeout=deadline)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    _, err = p.communicate()
-                    failures.append(f"rank {r} process did not finish in {deadline:.0f} s")
-                    continue
-                if p.returncode != 0:
-                    line = err.strip().splitlines()[-1] if err.strip() else ""
-                    failures.append(line or f"rank {r} process died (exit status {p.returncode})")
+            procs: list[subprocess.Popen] = []
+            try:
+                self._start_ranks(procs, tmp, iterations, fault)
+                failures = supervise(procs, self.timeout_s, self.heap.abort)
+            finally:  # an exception here (SIGTERM, Ctrl-C) must not leave rank processes behind
+                kill_all(procs)
+                self.rank_pids = []
         if failures:
             raise native.RuntimeFailure("; ".join(failures))
+
+    def _start_ranks(self, procs: list, tmp: str, iterations: int, fault: Fault | None) -> None:
+        """One `rank_main` process per rank, appended to `procs` as it starts (so a failure can kill it)."""
+        for r in range(self.cfg.ep):
+            for d in ("fwd", "bwd"):
+                Path(tmp, f"rank{r}.{d}.ssc").write_bytes(self.ssc[d][r])
+            opts = self._options(r, fault)
+            cmd = [sys.executable, "-m", "hpmoe.runtime.rank_main", "--parent-pid", str(os.getpid()),
+                   "--shm", self.shm_name, "--ssc-dir", tmp,
+                   "--rank", str(r), "--config", json.dumps(self.cfg.to_json()),
+                   "--counters", f"{self.layout.counters[0]},{self.layout.counters[1]}",
+                   "--timeout-ms", str(opts.timeout_ms), "--iterations", str(iterations),
+                   "--handlers", self.handlers, "--backend", self.backend,
+                   "--fault", f"{opts.fault_mode},{opts.fault_after},"
+                   f"{opts.fault_direction}"]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+            self.rank_pids.append(procs[-1].pid)
 
     def close(self) -> None:
         for r in self.ranks:

@@ -5,10 +5,13 @@ import argparse
 import json
 from pathlib import Path
 
+from .. import limits
+from ..args import check_output_file, int_arg
 from ..cli import add_config_args, config_from_args, directions
 from ..errors import HpmoeError
 from .api import Prediction, load_ssc_dir, predict
 from .hw import DEFAULT_HW, load_hw
+from .routing import routing_spec_arg
 
 BANNER = "PREDICTED on the {hw} performance model (no Ascend hardware was used; see docs/simulator.md)"
 
@@ -46,9 +49,14 @@ def format_prediction(pred: Prediction) -> str:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    for path, what in ((args.trace, "trace file"), (args.plot, "plot file"), (args.json, "summary file")):
+        if path is not None:  # refuse a bad output path before minutes of simulation, not after
+            check_output_file(path, what)
     hw = load_hw(args.hw)
     schedules = None
     if args.ssc:
+        if not Path(args.ssc).is_dir():
+            raise HpmoeError(f"--ssc {args.ssc} is not a folder")
         schedules = load_ssc_dir(args.ssc)
         cfg = schedules[0].cfg
         dirs = sorted({s.direction_name for s in schedules}, key=["fwd", "bwd"].index)
@@ -56,6 +64,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             dirs = [d for d in dirs if d == args.direction]
     else:
         cfg = config_from_args(args)
+        limits.check_simulate(cfg)
         dirs = directions(args.direction)
     if not dirs:
         raise HpmoeError(f"no {args.direction} schedules to simulate")
@@ -76,8 +85,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from .tune import tune
+    if args.output is not None:
+        check_output_file(args.output, "config output")
     hw = load_hw(args.hw)
     cfg = config_from_args(args)
+    limits.check_simulate(cfg)
     print(BANNER.format(hw=hw.name))
     print(f"tuning tile_m, wgrad_tile, token_tile, AIV workers for ep={cfg.ep} tokens={cfg.tokens} "
           f"routing={args.routing}; memory budget {hw.memory_budget_bytes / 2**30:.1f} GiB")
@@ -100,15 +112,18 @@ def register_tune(sub: argparse._SubParsersAction) -> None:
                        "minimises predicted fwd+bwd latency under the device-memory budget; writes the config.")
     add_config_args(p, default_preset="deepseek-v3")
     p.add_argument("--hw", metavar="FILE", help=f"hardware override JSON on top of {DEFAULT_HW.name}")
-    p.add_argument("--routing", default="balanced", help="balanced, zipf:S[:SEED] or hot:F[:SEED]")
-    p.add_argument("--rounds", type=int, default=3, help="coordinate-search rounds (stops early when stable)")
+    p.add_argument("--routing", type=routing_spec_arg, default="balanced",
+                   help="balanced, zipf:S[:SEED] or hot:F[:SEED]")
+    p.add_argument("--rounds", type=int_arg(1, 100), default=3,
+                   help="coordinate-search rounds, 1 to 100 (stops early when stable)")
     p.add_argument("-o", "--output", metavar="JSON", help="write the chosen config (a --config file)")
     p.set_defaults(func=cmd_tune)
 
 
 def add_sim_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hw", metavar="FILE", help=f"hardware override JSON on top of {DEFAULT_HW.name}")
-    p.add_argument("--routing", default="balanced", help="balanced, zipf:S[:SEED] or hot:F[:SEED]")
+    p.add_argument("--routing", type=routing_spec_arg, default="balanced",
+                   help="balanced, zipf:S[:SEED] or hot:F[:SEED]")
     p.add_argument("--direction", choices=["fwd", "bwd", "both"], default="both")
 
 

@@ -7,13 +7,16 @@ an A3 can calibrate any subset. Unknown names and values of the wrong type are r
 from __future__ import annotations
 
 import dataclasses
-import json
+import math
 from pathlib import Path
 from typing import Any
 
+from ..args import ValueCheckError, read_json
+from ..config import MAX_WORKERS
 from ..errors import HpmoeError
 
 DEFAULT_HW = Path(__file__).resolve().parent / "hw" / "a3.json"
+PLAUSIBLE_FACTOR = 1e6  # a calibrated value lies within this factor of the A3 default
 
 
 class HwError(HpmoeError):
@@ -83,6 +86,8 @@ def _check_value(name: str, value: Any, defaults: dict[str, Any]) -> Any:
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise HwError(f"hardware parameter {name} must be a number, got {value!r}")
+    if not math.isfinite(value):  # JSON Infinity/NaN parse; no rate or size of a device is infinite
+        raise HwError(f"hardware parameter {name} must be finite, got {value!r}")
     if not value > 0 and name not in ("event_poll_us", "link_latency_us", "static_dispatch_us",
                                       "dynamic_dispatch_us", "kernel_launch_us", "collective_overhead_us",
                                       "collective_per_peer_us", "cube_half_m", "cube_half_n", "cube_half_k"):
@@ -94,15 +99,21 @@ def _check_value(name: str, value: Any, defaults: dict[str, Any]) -> Any:
         raise HwError(f"hardware parameter {name} is a fraction <= 1, got {value!r}")
     if name in ("num_aic", "num_aiv", "cube_block_m", "cube_block_n", "cube_fractal") and int(value) != value:
         raise HwError(f"hardware parameter {name} must be an integer, got {value!r}")
+    if name in ("num_aic", "num_aiv") and value > MAX_WORKERS:
+        raise HwError(f"hardware parameter {name} must be at most {MAX_WORKERS}, got {value!r}")
+    default = defaults[name]
+    if value != 0 and default != 0 and not default / PLAUSIBLE_FACTOR <= value <= default * PLAUSIBLE_FACTOR:
+        # 1e-300 GB/s or 1e300 TFLOP/s give predictions of 10^300 ms: a typo, not a calibration
+        raise HwError(f"hardware parameter {name}={value!r} is more than {PLAUSIBLE_FACTOR:.0e} times away from "
+                      f"the A3 value {default!r}")
     return int(value) if want is int and int(value) == value else value
 
 
 def _read_json(path: Path) -> Any:
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise HwError(f"cannot read hardware file {path}: {exc}") from None
+        return read_json(path, "hardware file")
+    except ValueCheckError as exc:
+        raise HwError(str(exc)) from None
 
 
 def _defaults() -> Hardware:

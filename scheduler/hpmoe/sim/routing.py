@@ -11,8 +11,11 @@ Counts that do not fit the SSC bucket (C rows per pair) are refused with the C t
 """
 from __future__ import annotations
 
+import argparse
+
 import numpy as np
 
+from ..args import ValueCheckError, check_float, check_int
 from ..config import MoeConfig
 from ..errors import RoutingError
 
@@ -43,16 +46,32 @@ def _largest_remainder(total: int, weights: np.ndarray, cap: int) -> np.ndarray:
 
 
 def _parse(spec: str) -> tuple[str, float, int]:
+    """(kind, value, seed); a zipf exponent is finite and >= 0, a hot fraction in [0, 1], a seed >= 0."""
     parts = spec.split(":")
     kind = parts[0]
     try:
         if kind == "balanced" and len(parts) == 1:
             return kind, 0.0, 0
         if kind in ("zipf", "hot") and len(parts) in (2, 3):
-            return kind, float(parts[1]), int(parts[2]) if len(parts) == 3 else 0
+            value = float(parts[1])
+            seed = check_int("routing seed", int(parts[2]), 0, 2**32 - 1) if len(parts) == 3 else 0
+            if kind == "zipf":
+                return kind, check_float("zipf exponent", value, 0.0, 100.0), seed
+            return kind, check_float("hot fraction", value, 0.0, 1.0), seed
+    except ValueCheckError as exc:
+        raise RoutingError(f"bad routing {spec!r}: {exc}") from None
     except ValueError:
         pass
     raise RoutingError(f"bad routing {spec!r}: use balanced, zipf:S[:SEED] or hot:F[:SEED]")
+
+
+def routing_spec_arg(spec: str) -> str:
+    """argparse type: a routing spec checked as the flag is parsed (before anything is compiled)."""
+    try:
+        _parse(spec)
+    except RoutingError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return spec
 
 
 def expert_weights(cfg: MoeConfig, spec: str) -> np.ndarray | None:
