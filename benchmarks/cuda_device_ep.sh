@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The multi-GPU session in one command (4 GPUs of one host): build, GPU tests (EP 2 and 4 on separate GPUs,
 # P2P), EP 1 benchmark, then hpmoe EP 4 and the PyTorch NCCL path at EP 4 side by side. Logs under $OUT.
+# EP1_TOKENS picks the EP 1 sizes (default 4096 8192); EP2=0 skips the EP 2 pair; EP=2 runs the EP 4 pair at
+# EP 2 instead (a 2-GPU machine).
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -14,15 +16,18 @@ export PYTHONPATH="$root/scheduler" HPMOE_BUILD_DIR="$root/build"
 wait
 timeout 240 python3 -m pytest -q -ra tests/cuda 2>&1 | tail -8 | tee "$out/pytest.log"
 tokens="${TOKENS:-4096 8192}"
+ep="${EP:-4}"
 for lib in build/op_host/cuda; do
   echo "== EP1 $lib" | tee -a "$out/bench_ep1.log"
-  HPMOE_CUDA_LIB=$lib/libhpmoe_cuda.so timeout 200 python3 benchmarks/cuda_bench.py --tokens 4096 8192 \
+  HPMOE_CUDA_LIB=$lib/libhpmoe_cuda.so timeout 200 python3 benchmarks/cuda_bench.py --tokens ${EP1_TOKENS:-4096 8192} \
     --routing balanced --repeat 3 2>&1 | tee -a "$out/bench_ep1.log"
 done
-timeout 300 python3 benchmarks/cuda_ep_bench.py --ep 4 --tokens $tokens --trace "$out/trace_ep4.json" \
+timeout 300 python3 benchmarks/cuda_ep_bench.py --ep $ep --tokens $tokens --trace "$out/trace_ep4.json" \
   --routing balanced skewed 2>&1 | tee "$out/bench_ep4.log"
-timeout 300 torchrun --nproc_per_node 4 benchmarks/cuda_ep_torch.py --tokens $tokens --routing balanced skewed \
+timeout 300 torchrun --nproc_per_node $ep benchmarks/cuda_ep_torch.py --tokens $tokens --routing balanced skewed \
   2>&1 | grep -v "^W\|OMP_NUM\|UserWarning\|return func" | tee -a "$out/bench_ep4.log"
+gzip -f "$out/trace_ep4.json"
+[ "${EP2:-1}" = 0 ] && exit 0
 timeout 200 python3 benchmarks/cuda_ep_bench.py --ep 2 --tokens 8192 --routing balanced 2>&1 | tee "$out/bench_ep2.log"
 CUDA_VISIBLE_DEVICES=0,1 timeout 200 torchrun --nproc_per_node 2 benchmarks/cuda_ep_torch.py --tokens 8192 \
   --routing balanced 2>&1 | grep -v "^W\|OMP_NUM\|UserWarning\|return func" | tee -a "$out/bench_ep2.log"

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../../op_kernel/cuda/worker_kernel.cuh"
+#include "tensor_maps.h"
 
 namespace hpmoe {
 namespace cuda {
@@ -66,6 +67,7 @@ CudaGroup::~CudaGroup() {
     if (r.owned) cudaFree(r.segment);
     else if (r.segment != nullptr) cudaIpcCloseMemHandle(r.segment);
     cudaFree(r.fault_counter);
+    cudaFree(r.tensor_maps);
     for (int d = 0; d < 2; ++d) {
       cudaFree(r.image[d]);
       cudaFree(r.dev_rank[d]);
@@ -155,10 +157,10 @@ std::string CudaGroup::CheckCoResidency(uint32_t rank, uint32_t direction) const
   HPMOE_CUDA_TRY(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
   cudaSetDevice(dev);
   const void* kernel = Kernel(cfg_.dtype);
-  HPMOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kGemmSmemBytes)),
+  HPMOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWorkerSmemBytes)),
                  "raising the kernel's shared-memory limit");
   int per_sm = 0;
-  HPMOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(kThreads), kGemmSmemBytes),
+  HPMOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(kThreads), kWorkerSmemBytes),
                  "occupancy query");
   if (!prop.cooperativeLaunch) return Format("GPU %d does not support cooperative launches", dev);
   const uint64_t capacity = uint64_t(per_sm) * uint64_t(prop.multiProcessorCount);
@@ -166,7 +168,7 @@ std::string CudaGroup::CheckCoResidency(uint32_t rank, uint32_t direction) const
     return Format("the SSC has %u workers (num_aic + num_aiv) but GPU %d (%s) holds %llu co-resident worker blocks "
                   "(%d SMs x %d, %u KB shared memory each); compile with fewer --workers-aic/--workers-aiv",
                   workers, dev, prop.name, (unsigned long long)capacity, prop.multiProcessorCount, per_sm,
-                  kGemmSmemBytes / 1024);
+                  kWorkerSmemBytes / 1024);
   return "";
 }
 
@@ -229,6 +231,13 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
     d.slots[i] = SlotInfo{layout_.slot_offset[i], sh.rows, sh.cols, sh.dtype, sh.ndim == 3 ? sh.dims[1] : 0u};
   }
   d.counter_offset = layout_.counter_offset[direction];
+#if HPMOE_GEMM_TMA
+  if (s.tensor_maps == nullptr) {
+    const std::string err = BuildTensorMaps(layout_, s.segment, &s.tensor_maps);
+    if (!err.empty()) return err;
+  }
+#endif
+  d.tensor_maps = s.tensor_maps;
   d.reports = s.reports[direction];
   d.fault_counter = s.fault_counter;
   return "";
@@ -289,7 +298,7 @@ std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
     void* args[] = {&s.dev_rank[direction]};
     cudaEventRecord(static_cast<cudaEvent_t>(s.events[0]), stream);
     const cudaError_t e = cudaLaunchCooperativeKernel(Kernel(cfg_.dtype), dim3(s.host_rank[direction].program.num_queues),
-                                                      dim3(kThreads), args, kGemmSmemBytes, stream);
+                                                      dim3(kThreads), args, kWorkerSmemBytes, stream);
     if (e != cudaSuccess) {
       failed_ = true;
       return Format("rank %u: launching the persistent kernel: %s (%s)", r, cudaGetErrorName(e), cudaGetErrorString(e));

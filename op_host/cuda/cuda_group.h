@@ -37,6 +37,7 @@ struct RankState {
   rt::WorkerReport* reports[2] = {nullptr, nullptr};
   uint64_t* trace[2] = {nullptr, nullptr};
   uint32_t* fault_counter = nullptr;
+  uint8_t* tensor_maps = nullptr;  // TMA builds: this rank's slot tensor maps (tensor_maps.h)
   uint32_t invocations[2] = {0, 0};
   void* stream = nullptr;  // cudaStream_t
   void* events[2] = {nullptr, nullptr};

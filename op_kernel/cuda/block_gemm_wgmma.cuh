@@ -1,5 +1,5 @@
-// Hopper variant of block_gemm.cuh (build with -DHPMOE_GEMM_WGMMA=1): the same interface and tile
-// (128 x 256, K in 64-deep steps, zero-filled edges, fixed order), multiplied with wgmma.mma_async
+// The wgmma GMM tile fed by cp.async (build with -DHPMOE_GEMM_TMA=0; block_gemm_tma.cuh reuses its stage
+// layouts, wgmma issue and epilogue): 128 x 256, K in 64-deep steps, zero-filled edges, fixed order, multiplied with wgmma.mma_async
 // m64n256k16 (each of the two warpgroups owns 64 rows) reading both operands from shared memory through
 // matrix descriptors. Tiles are staged by cp.async into the 128-byte-swizzled canonical layouts: K-major
 // (rows of 64 K-elements) for row-major A and column-major B, MN-major (rows of 64 M/N-elements, one K

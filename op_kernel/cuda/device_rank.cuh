@@ -9,6 +9,7 @@
 #include "../runtime/program.h"
 #include "../runtime/status.h"
 #include "../ssc_layout.h"
+#include "tensor_map_kinds.h"
 
 namespace hpmoe {
 namespace cuda {
@@ -44,7 +45,11 @@ struct DeviceRank {
   uint32_t* fault_counter;   // puts issued on this rank in this launch
   uint64_t* trace;           // nullptr, or [num_tasks][2] global-timer start/end (ns)
   rt::WorkerReport* reports; // one per queue; status stays kOk unless the worker stopped early
+  const uint8_t* tensor_maps; // TMA builds: [kSlotCount][kBoxKinds] CUtensorMaps of this rank's slots
 
+  __device__ const void* TensorMap(uint32_t slot, uint32_t box) const {
+    return tensor_maps + (uint64_t(slot) * kBoxKinds + box) * kTensorMapBytes;
+  }
   __device__ uint8_t* Segment() const { return segments[rank]; }
   template <class T = uint8_t>
   __device__ T* Slot(uint32_t slot) const {

@@ -3,18 +3,24 @@
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 
-#ifndef HPMOE_GEMM_WGMMA
-#define HPMOE_GEMM_WGMMA 1  // Hopper wgmma tiles; 0 selects the mma.sync tiles (block_gemm.cuh)
+#ifndef HPMOE_GEMM_TMA
+#define HPMOE_GEMM_TMA 1  // wgmma tiles fed by TMA + mbarriers (block_gemm_tma.cuh); 0: fed by cp.async
 #endif
-#if HPMOE_GEMM_WGMMA
-#include "block_gemm_wgmma.cuh"
+#if HPMOE_GEMM_TMA
+#include "block_gemm_tma.cuh"
 #else
-#include "block_gemm.cuh"
+#include "block_gemm_wgmma.cuh"
 #endif
 #include "row_segments.cuh"
 
 namespace hpmoe {
 namespace cuda {
+
+#if HPMOE_GEMM_TMA
+constexpr uint32_t kWorkerSmemBytes = kGemmTmaSmemBytes;
+#else
+constexpr uint32_t kWorkerSmemBytes = kGemmSmemBytes;
+#endif
 
 __device__ __forceinline__ bool FullCols(const DeviceRank& d, const ssc::SscTensorRef& r) {
   return r.slot < ssc::kSlotCount && r.col_offset == 0 && r.cols == d.slots[r.slot].cols;
@@ -47,6 +53,24 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   const T* x = d.Slot<T>(in.slot);
   T* y = d.Slot<T>(out.slot);
   const T* weights = d.Slot<T>(w.slot);
+#if HPMOE_GEMM_TMA
+  BlockGemmTma<T, false, kTransB> g(smem);
+  const void* map_a = d.TensorMap(in.slot, kBoxRows128);
+  const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
+  return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+    const int64_t m = int64_t(r1 - r0);
+    // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.
+    const TmaOperand a{map_a, 0, int32_t(r0), 0};
+    const TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
+    for (int64_t m0 = 0; m0 < m; m0 += kBM) {
+      for (int64_t n0 = 0; n0 < n; n0 += kBN) {
+        g.Zero();
+        g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+        g.Write(y + r0 * n, n, m0, n0, m, n, StoreRounded<T>{});
+      }
+    }
+  });
+#else
   BlockGemm<T, false, kTransB> g(smem);
   return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
     const int64_t m = int64_t(r1 - r0);
@@ -61,6 +85,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       }
     }
   });
+#endif
 }
 
 template <class T>
@@ -76,11 +101,19 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       !FullCols(d, out) || x.col_offset != b0 || x.cols != wg || dy.cols != n || x.row_offset != 0 ||
       x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows || (b0 % 8) != 0)
     return rt::kErrRegion;
+  float* c = d.Slot<float>(out.slot) + uint64_t(out.row_offset) * n;
+#if HPMOE_GEMM_TMA
+  BlockGemmTma<T, true, false> g(smem);
+  // X^T: boxes of 64 columns (from b0) x 64 rows (K); dY: 64 columns x 64 rows. The segment's K end is
+  // inside both tensors, so the tile zeroes the lines past it (BlockGemmTma::ZeroKTail).
+  const TmaOperand ta{d.TensorMap(x.slot, kBoxRows64), int32_t(b0), 0, 0};
+  const TmaOperand tb{d.TensorMap(dy.slot, kBoxRows64), 0, 0, 0};
+#else
   const int64_t ldx = int64_t(d.slots[x.slot].cols);
   const T* xs = d.Slot<T>(x.slot) + b0;
   const T* dys = d.Slot<T>(dy.slot);
-  float* c = d.Slot<float>(out.slot) + uint64_t(out.row_offset) * n;
   BlockGemm<T, true, false> g(smem);
+#endif
   int32_t err = 0;
   for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {
     for (int64_t n0 = 0; n0 < int64_t(n) && err == 0; n0 += kBN) {
@@ -88,9 +121,13 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       // Fixed order: slots 0..ep-1, rows ascending (the CPU twin's order); K = rows of expert e.
       err = ForEachExpertSegment(d, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
         if (expert != e) return;
+#if HPMOE_GEMM_TMA
+        g.Accumulate(ta, tb, int32_t(m0), int32_t(n0), int32_t(r0), int32_t(r1));
+#else
         const Stored<T> a{xs, ldx, int64_t(r1), int64_t(wg)};
         const Stored<T> b{dys, int64_t(n), int64_t(r1), int64_t(n)};
         g.Accumulate(a, b, m0, n0, int64_t(r0), int64_t(r1));
+#endif
       });
       if (err == 0) g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
     }

@@ -1,0 +1,18 @@
+// TMA tensor maps of one rank's heap slots for the GMM tiles (op_kernel/cuda/block_gemm_tma.cuh): one per
+// (slot, box kind) of every 16-bit slot, encoded with cuTensorMapEncodeTiled and uploaded to device memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "../../op_kernel/cpu/heap_layout.h"
+
+namespace hpmoe {
+namespace cuda {
+
+// Encodes the maps of `segment` (a device pointer with `layout`) into a new device buffer *out (cudaFree
+// it). "" or one line naming what failed.
+std::string BuildTensorMaps(const cpu::HeapLayout& layout, const uint8_t* segment, uint8_t** out);
+
+}  // namespace cuda
+}  // namespace hpmoe

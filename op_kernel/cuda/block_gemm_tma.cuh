@@ -1,0 +1,133 @@
+// TMA variant of the wgmma tile (build with -DHPMOE_GEMM_TMA=1): the same 128 x 256 tile, stage layouts and
+// wgmma issue as block_gemm_wgmma.cuh, but each 64-deep K step is fetched by one thread with
+// cp.async.bulk.tensor (boxes of the host-built tensor maps, op_host/cuda/tensor_maps.cu) into the same
+// 128-byte-swizzled layouts, with mbarrier full/empty pairs per stage instead of block-wide barriers: all
+// kStages slots are in flight, and step kt's wgmma group stays in flight while step kt - 1's slot is refilled.
+// Tensor bounds are zero-filled by the copy engine; a K range that ends inside a tensor (the weight gradient's
+// expert row segment) has its last step's out-of-range lines zeroed in shared memory before use.
+#pragma once
+
+#include "block_gemm_wgmma.cuh"
+#include "tensor_map_kinds.h"
+
+namespace hpmoe {
+namespace cuda {
+
+constexpr uint32_t kGemmTmaSmemBytes = kGemmSmemBytes + 128;  // + 2 mbarriers per stage after the stages
+
+// Where an operand's boxes come from: tensor map, and the coordinate origin inside it. K-major operands take
+// box (c0 + k, r0 + mn, z); MN-major ones boxes (c0 + mn + 64 j, r0 + k, z).
+struct TmaOperand {
+  const void* map;  // CUtensorMap in global memory (64-byte aligned)
+  int32_t c0, r0, z;
+};
+
+__device__ __forceinline__ void MbarInit(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void MbarExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void MbarWait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nwait_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra wait_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void TmaLoad(uint32_t dst, const void* map, uint32_t bar, int32_t c, int32_t r, int32_t z) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
+          dst),
+      "l"(map), "r"(c), "r"(r), "r"(z), "r"(bar)
+      : "memory");
+}
+
+template <class T, bool kAColMajor, bool kBColMajor>
+struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
+  using Base = BlockGemm<T, kAColMajor, kBColMajor>;
+  __device__ explicit BlockGemmTma(uint8_t* shared) : Base(shared) {}
+
+  __device__ uint32_t Full(int s) const { return this->smem + kStages * kStageBytes + 8 * s; }
+  __device__ uint32_t Empty(int s) const { return Full(s) + 8 * kStages; }
+
+  // Thread 0 only: the boxes of one K step into slot s, completing on Full(s).
+  __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
+    const uint32_t sa = this->smem + s * kStageBytes, sb = sa + kATileBytes, bar = Full(s);
+    MbarExpectTx(bar, kStageBytes);
+    if (kAColMajor) {
+      for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
+    } else {
+      TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
+    }
+    if (kBColMajor) {
+      TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
+    } else {
+      for (int j = 0; j < kBN / 64; ++j) TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * j, b.r0 + k, b.z);
+    }
+  }
+
+  // MN-major tiles keep K in lines: zero lines [valid, kBK) of both operands of slot s (generic stores,
+  // then a proxy fence so the wgmma reads them). Block-uniform; only the weight gradient needs it.
+  __device__ void ZeroKTail(int s, int valid) {
+    static_assert(kAColMajor && !kBColMajor, "only MN-major A and B keep K in lines");
+    const uint32_t base = this->smem + s * kStageBytes;
+    constexpr int kBlocks = (kBM + kBN) / 64;  // A's then B's 64-wide blocks, contiguous, 8 KB each
+    const int lines = kBK - valid;
+    for (int i = threadIdx.x; i < kBlocks * lines * 8; i += blockDim.x) {
+      const int blk = i / (lines * 8), line = valid + (i / 8) % lines, chunk = i % 8;
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(base + blk * kBK * 128 + line * 128 + chunk * 16),
+                   "r"(0)
+                   : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+  }
+
+  // K steps [k0, k1) of the tile at (m0, n0). Barriers are initialised per call (all slots drained at the
+  // end), so calls compose in any order; the K order is fixed, hence deterministic.
+  __device__ void Accumulate(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
+                             int32_t k1) {
+    const int nk = (k1 - k0 + kBK - 1) / kBK;
+    const bool leader = threadIdx.x == 0;
+    __syncthreads();  // the previous call's readers are done with every slot
+    if (leader) {
+      for (int s = 0; s < kStages; ++s) {
+        MbarInit(Full(s), 1);
+        MbarInit(Empty(s), kThreads / 32);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+    if (leader)
+      for (int s = 0; s < kStages && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
+    for (int kt = 0; kt < nk; ++kt) {
+      const int s = kt % kStages;
+      MbarWait(Full(s), (kt / kStages) & 1);
+      if constexpr (kAColMajor && !kBColMajor) {
+        const int valid = k1 - (k0 + kt * kBK);
+        if (valid < kBK) ZeroKTail(s, valid);
+      }
+      this->IssueStage(s);
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step kt - 1's group is done
+      if (kt == 0) continue;
+      const int prev = (kt - 1) % kStages;
+      if (threadIdx.x % 32 == 0) MbarArrive(Empty(prev));
+      const int next = kt - 1 + kStages;
+      if (leader && next < nk) {
+        MbarWait(Empty(prev), ((kt - 1) / kStages) & 1);
+        IssueLoads(prev, a, b, m0, n0, k0 + next * kBK);
+      }
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    __syncthreads();
+  }
+};
+
+}  // namespace cuda
+}  // namespace hpmoe
