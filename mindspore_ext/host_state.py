@@ -46,6 +46,7 @@ class HostState:
         with _lock:
             self.context_id = next(_next_context)
         self.plan_arrays = None  # this layer's routing plan of its last call (the kernels read it)
+        self.failure = None  # the exception a host step raised in the current call (PyNative reports it)
 
     def base_config(self, tokens: int):
         tile = tile_rows(tokens, self.topk, self.ep)
@@ -69,15 +70,30 @@ class HostState:
 
     # ---- pyfunc bodies (numpy in, numpy out) -------------------------------------------------------
     def count_rows(self, topk_ids: np.ndarray) -> np.ndarray:
-        ids = self.session(topk_ids.shape[0]).check_ids(topk_ids)
+        try:
+            ids = self.session(topk_ids.shape[0]).check_ids(topk_ids)
+        except Exception as error:
+            self._unbind_stale_plan(error)
+            raise
         return rows_to_each_rank(ids, self.experts, self.ep)
 
     def plan(self, topk_ids: np.ndarray, group_rows: np.ndarray) -> np.ndarray:
         session = self.session(topk_ids.shape[0])
-        self.plan_arrays = session.prepare(topk_ids, group_rows)
+        try:
+            self.plan_arrays = session.prepare(topk_ids, group_rows)
+        except Exception as error:
+            self._unbind_stale_plan(error)
+            raise
         kernel_library.bind(self.context_id, session, self.plan_arrays)
         session.release_retired(kernel_library.pending_on)
         return np.array([self.context_id], np.int32)
+
+    def _unbind_stale_plan(self, error: Exception) -> None:
+        # A failed host step must not leave the previous call's plan bound: in async PyNative the forward
+        # kernel may still be launched, and it must fail rather than run on stale routing.
+        self.failure = error
+        self.plan_arrays = None
+        kernel_library.unbind(self.context_id)
 
     def close(self) -> None:
         kernel_library.unbind(self.context_id)

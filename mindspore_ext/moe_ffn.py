@@ -42,6 +42,17 @@ def check_inputs(x_shape, x_dtype, ids_shape, ids_dtype, w_shape, w_dtype, hidde
         raise ValueError(f"topk_weights must have a float dtype, got {w_dtype}")
 
 
+def _drain_pending_errors(tries: int = 4) -> None:
+    """MindSpore keeps a failed pyfunc's exception pending and raises it again at a later synchronisation;
+    clear it so that it cannot surface in the caller's next, valid call."""
+    for _ in range(tries):
+        try:
+            ms.runtime.synchronize()
+            return
+        except Exception:  # noqa: BLE001 - the stale copy of an error already raised to the caller
+            continue
+
+
 class _MoeFunction(nn.Cell):
     """The differentiable core: its bprop is the hpmoe backward kernel (MindSpore never differentiates the
     host steps or the forward kernel)."""
@@ -107,6 +118,24 @@ class HyperParallelMoEFFN(nn.Cell):
         h, inter, e = hidden_size, intermediate_size, num_local_experts
         self.w1 = Parameter(initializer(Normal(h ** -0.5), [e, h, 2 * inter], dtype), name="w1")
         self.w2 = Parameter(initializer(Normal(inter ** -0.5), [e, inter, h], dtype), name="w2")
+
+    def __call__(self, *args, **kwargs):
+        if ms.get_context("mode") != ms.PYNATIVE_MODE:
+            return super().__call__(*args, **kwargs)  # GRAPH mode stops at the failing pyfunc host step
+        # PyNative runs ops asynchronously: an error raised inside a pyfunc host step (bad ids, a pinned bucket
+        # that overflows, a mismatched ssc_dir) can surface one call late, after the aot kernel already failed
+        # with a bare error code. Wait for this call's ops and raise the host step's own one-line reason.
+        self.state.failure = None
+        error = None
+        try:
+            out = super().__call__(*args, **kwargs)
+            ms.runtime.synchronize()
+        except Exception as raised:  # noqa: BLE001 - re-raised below, as the host step's reason when it has one
+            error = raised
+        if error is None and self.state.failure is None:
+            return out
+        _drain_pending_errors()
+        raise (self.state.failure or error) from None
 
     def construct(self, x, topk_ids, topk_weights):
         check_inputs(x.shape, x.dtype, topk_ids.shape, topk_ids.dtype, topk_weights.shape, topk_weights.dtype,
