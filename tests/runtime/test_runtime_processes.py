@@ -25,7 +25,7 @@ def _run_processes(cfg, inputs, iterations=1, fault=None, timeout_s=20.0):
 def test_dead_rank_makes_the_others_fail_with_a_report():
     cfg, inputs, _ = case(ep=3)
     with pytest.raises(native.RuntimeFailure) as info:
-        _run_processes(cfg, inputs, fault=Fault(rank=2, mode="exit", after=6, direction="fwd"), timeout_s=1.0)
+        _run_processes(cfg, inputs, fault=Fault(rank=2, mode="exit", after=6, direction="fwd"), timeout_s=5.0)
     message = str(info.value)
     assert "rank 2 process died (exit status 70)" in message, message
     # the survivors each report the wait they were in, with the counter they saw and what it needed
