@@ -50,10 +50,20 @@ demo() {
   local out=$ROOT/out/demo
   rm -rf "$out"
   mkdir -p "$out"
-  log "1/3 CPU twin: compile, run fwd+bwd on 4 EP ranks (processes over shared memory), check vs float64"
-  "$VENV/bin/hpmoe" run --ep 4 --tokens 256 --hidden 384 --inter 192 --experts-per-rank 4 --topk 4 \
-    --dtype bf16 --routing skewed --tile-m 32 --wgrad-tile 64 --token-tile 64 --workers-aic 2 --workers-aiv 2 \
-    --iterations 3
+  # One run configuration for every backend (--backend ascendc-cpu needs 2 AIV workers per AIC).
+  local job=(--ep 4 --tokens 256 --hidden 384 --inter 192 --experts-per-rank 4 --topk 4 --dtype bf16
+             --routing skewed --tile-m 32 --wgrad-tile 64 --token-tile 64 --workers-aic 2 --workers-aiv 4
+             --iterations 3)
+  log "1/3 run fwd+bwd on 4 EP ranks (processes), check vs float64: the CPU twin, then the AscendC kernel source on CPU stubs"
+  "$VENV/bin/hpmoe" run --backend cpu "${job[@]}"
+  "$VENV/bin/hpmoe" run --backend ascendc-cpu "${job[@]}"
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    log "1/3 the same on the GPUs (--backend cuda)"
+    "$VENV/bin/hpmoe" run --backend cuda --ep 4 --tokens 512 --hidden 256 --inter 128 --experts-per-rank 4 \
+      --topk 4 --tile-m 128 --wgrad-tile 64 --workers-aic 8 --workers-aiv 8 --dtype bf16 --routing skewed
+  else
+    log "1/3 --backend cuda skipped: no NVIDIA GPU on this machine"
+  fi
   log "2/3 compile and verify DeepSeek-V3 shapes for an EP4 group"
   "$VENV/bin/hpmoe" compile --preset deepseek-v3 --ep 4 --all-ranks --direction both -o "$out/deepseek-v3-ep4"
   "$VENV/bin/hpmoe" verify "$out"/deepseek-v3-ep4/*.ssc
