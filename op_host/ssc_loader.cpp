@@ -8,8 +8,6 @@
 namespace hpmoe {
 namespace ssc {
 
-using validate::Format;
-
 namespace {
 
 const char* DirName(uint32_t direction) { return direction == kForward ? "fwd" : "bwd"; }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "validate/region_switch.h"
+#include "one_line.h"
 
 namespace hpmoe {
 namespace ssc {
@@ -22,13 +23,6 @@ const char* const kSlotNames[kSlotCount] = {
 
 bool IsCubeTask(uint32_t type) {
   return type == kTaskGmm || type == kTaskGmmTransB || type == kTaskGmmWeightGrad;
-}
-
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
 }
 
 // 2-D view of a tensor: all dims but the last folded into rows.

@@ -7,20 +7,10 @@
 #include "../../op_kernel/runtime/status.h"
 #include "../../op_kernel/cpu/heap_layout.h"
 #include "../ssc_loader.h"
+#include "../one_line.h"
 
 namespace hpmoe {
 namespace ascend {
-namespace {
-
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[400];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
-
-}  // namespace
-
 std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   ssc::LoadExpect expect;
   expect.config = req.expected;

@@ -1,4 +1,5 @@
 #include "program_loader.h"
+#include "../one_line.h"
 
 #include <cstdio>
 #include <cstring>
@@ -6,13 +7,6 @@
 namespace hpmoe {
 namespace cpu {
 namespace {
-
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[400];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
 
 const char* kDirNames[2] = {"fwd", "bwd"};
 

@@ -7,17 +7,11 @@
 #include "../../op_kernel/cpu/cpu_handlers.h"
 #include "../../op_kernel/cpu/dtype.h"
 #include "../../op_kernel/runtime/worker_loop.h"
+#include "../one_line.h"
 
 namespace hpmoe {
 namespace cpu {
 namespace {
-
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
 
 const char* const kDirNames[2] = {"fwd", "bwd"};
 

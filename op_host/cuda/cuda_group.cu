@@ -7,19 +7,13 @@
 
 #include "../../op_kernel/cuda/worker_kernel.cuh"
 #include "tensor_maps.h"
+#include "../one_line.h"
 
 namespace hpmoe {
 namespace cuda {
 namespace {
 
 const char* kDirNames[2] = {"fwd", "bwd"};
-
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
 
 #define HPMOE_CUDA_TRY(EXPR, WHAT)                                                                   \
   do {                                                                                               \

@@ -7,21 +7,12 @@
 #include <cstring>
 
 #include "cuda_group.h"
+#include "../one_line.h"
 
 static_assert(sizeof(cudaIpcMemHandle_t) == 64, "the C ABI passes IPC handles as 64 bytes");
 
 namespace hpmoe {
 namespace cuda {
-namespace {
-
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[400];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
-
-}  // namespace
 
 std::string CudaGroup::CreateLocal(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
                                    uint32_t rank, int device) {

@@ -8,17 +8,11 @@
 #include <string>
 
 #include "../ssc_reader.h"
+#include "../one_line.h"
 
 namespace hpmoe {
 namespace ssc {
 namespace validate {
-
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[480];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
 
 // Config values the shapes derive from: in range, divisible where tiles must divide, products within 32-bit
 // row indices (check_config.cpp).

@@ -10,6 +10,7 @@
 #include "../../../op_kernel/ascend/stub/stub_launch.h"
 #include "../../ssc_loader.h"
 #include "../tiling_builder.h"
+#include "../../one_line.h"
 
 extern "C" void hyper_parallel_moe(GM_ADDR x, GM_ADDR w1, GM_ADDR w2, GM_ADDR topk_ids, GM_ADDR topk_weights,
                                    GM_ADDR dy, GM_ADDR send_rows, GM_ADDR send_counts, GM_ADDR token_rows,
@@ -19,13 +20,6 @@ extern "C" void hyper_parallel_moe(GM_ADDR x, GM_ADDR w1, GM_ADDR w2, GM_ADDR to
 namespace hpmoe {
 namespace ascend {
 namespace {
-
-template <typename... Args>
-std::string Format(const char* fmt, Args... args) {
-  char buf[512];
-  std::snprintf(buf, sizeof(buf), fmt, args...);
-  return buf;
-}
 
 std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
   const bool aic = r.queue < num_aic;
