@@ -8,22 +8,13 @@
 #include "../../op_kernel/cpu/dtype.h"
 #include "../../op_kernel/runtime/worker_loop.h"
 #include "../one_line.h"
+#include "../worker_report.h"
 
 namespace hpmoe {
 namespace cpu {
 namespace {
 
 const char* const kDirNames[2] = {"fwd", "bwd"};
-
-const char* HandlerErrorText(int32_t code) {
-  switch (code) {
-    case rt::kErrCounts: return "received per-expert counts are negative or exceed the bucket";
-    case rt::kErrPlan: return "a send_rows/token_rows entry points outside its buffer";
-    case rt::kErrRegion: return "a region does not have the shape this task type needs";
-    case rt::kErrInjectedFault: return "injected fault (test hook)";
-    default: return "unknown handler error";
-  }
-}
 
 }  // namespace
 
@@ -125,21 +116,6 @@ int32_t RankRuntime::RunWorker(uint32_t queue, rt::WorkerReport* report) {
   return status;
 }
 
-std::string FormatReport(const rt::WorkerReport& r, uint32_t num_aic) {
-  const bool aic = r.queue < num_aic;
-  std::string where = Format("rank %u %s worker %u: task %u (%s, queue position %u)", r.rank, aic ? "AIC" : "AIV",
-                             aic ? r.queue : r.queue - num_aic, r.task, ssc::TaskTypeName(r.task_type), r.position);
-  std::string wait = Format("event %u: counter %u, needs %u (threshold %u, invocation %u)", r.event, r.counter,
-                            r.target, r.threshold, r.invocation);
-  switch (r.status) {
-    case rt::kWaitTimeout: return where + ": wait timed out on " + wait;
-    case rt::kAborted: return where + Format(": stopped after rank %d failed, waiting on ", r.detail) + wait;
-    case rt::kHandlerFailed: return where + Format(": handler failed (%d: %s)", r.detail, HandlerErrorText(r.detail));
-    case rt::kInjectedFault: return where + ": injected fault (test hook)";
-    default: return where + Format(": unknown task type (status %d)", r.status);
-  }
-}
-
 std::string RunGroup(RankRuntime* const* ranks, uint32_t num_ranks, uint32_t direction) {
   for (uint32_t i = 0; i < num_ranks; ++i) {
     const std::string err = ranks[i]->Prepare(direction);
@@ -165,7 +141,7 @@ std::string RunGroup(RankRuntime* const* ranks, uint32_t num_ranks, uint32_t dir
   }
   if (primary < 0) return "";
   const uint32_t num_aic = ranks[jobs[primary].first]->context().cfg.num_aic;
-  std::string line = FormatReport(reports[primary], num_aic);
+  std::string line = FormatWorkerReport(reports[primary], num_aic);
   if (failures > 1) line += Format(" (+%d more workers stopped)", failures - 1);
   return line;
 }

@@ -74,9 +74,5 @@ class RankRuntime {
 // of this process) and joins them. Returns "" or one line: the first failing worker's report.
 std::string RunGroup(RankRuntime* const* ranks, uint32_t num_ranks, uint32_t direction);
 
-// "rank 1 AIV worker 2: task 17 (DISPATCH_PUT, queue position 4): wait on event 0 timed out: counter 3, needs 4
-// (threshold 4, invocation 1)" and the like.
-std::string FormatReport(const rt::WorkerReport& r, uint32_t num_aic);
-
 }  // namespace cpu
 }  // namespace hpmoe

@@ -8,6 +8,7 @@
 #include "../../op_kernel/cuda/worker_kernel.cuh"
 #include "tensor_maps.h"
 #include "../one_line.h"
+#include "../worker_report.h"
 
 namespace hpmoe {
 namespace cuda {
@@ -21,15 +22,6 @@ const char* kDirNames[2] = {"fwd", "bwd"};
     if (e_ != cudaSuccess) return Format("%s: CUDA error %s (%s)", WHAT, cudaGetErrorName(e_), cudaGetErrorString(e_)); \
   } while (0)
 
-const char* HandlerErrorText(int32_t code) {
-  switch (code) {
-    case rt::kErrCounts: return "received counts are negative or exceed the bucket";
-    case rt::kErrPlan: return "a send_rows/token_rows entry is out of range";
-    case rt::kErrRegion: return "a region does not have the shape its task type needs";
-    default: return "unknown handler error";
-  }
-}
-
 template <class T>
 const void* KernelFor() {
   return reinterpret_cast<const void*>(&WorkerKernel<T>);
@@ -40,20 +32,6 @@ const void* Kernel(uint32_t dtype) {
 }
 
 }  // namespace
-
-std::string FormatWorkerReport(const rt::WorkerReport& r, uint32_t num_aic) {
-  const bool aic = r.queue < num_aic;
-  std::string where = Format("rank %u %s worker %u: task %u (%s, queue position %u)", r.rank, aic ? "AIC" : "AIV",
-                             aic ? r.queue : r.queue - num_aic, r.task, ssc::TaskTypeName(r.task_type), r.position);
-  std::string wait = Format("event %u: counter %u, needs %u (threshold %u, invocation %u)", r.event, r.counter,
-                            r.target, r.threshold, r.invocation);
-  switch (r.status) {
-    case rt::kWaitTimeout: return where + ": wait timed out on " + wait;
-    case rt::kAborted: return where + Format(": stopped after rank %d failed, waiting on ", r.detail) + wait;
-    case rt::kHandlerFailed: return where + Format(": handler failed (%d: %s)", r.detail, HandlerErrorText(r.detail));
-    default: return where + Format(": stopped (status %d)", r.status);
-  }
-}
 
 CudaGroup::~CudaGroup() {
   for (RankState& r : ranks_) {

@@ -85,7 +85,5 @@ class CudaGroup {
   int local_rank_ = -1;  // -1: every rank lives in this process
 };
 
-std::string FormatWorkerReport(const rt::WorkerReport& r, uint32_t num_aic);
-
 }  // namespace cuda
 }  // namespace hpmoe

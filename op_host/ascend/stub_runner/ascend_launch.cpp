@@ -11,6 +11,7 @@
 #include "../../ssc_loader.h"
 #include "../tiling_builder.h"
 #include "../../one_line.h"
+#include "../../worker_report.h"
 
 extern "C" void hyper_parallel_moe(GM_ADDR x, GM_ADDR w1, GM_ADDR w2, GM_ADDR topk_ids, GM_ADDR topk_weights,
                                    GM_ADDR dy, GM_ADDR send_rows, GM_ADDR send_counts, GM_ADDR token_rows,
@@ -30,7 +31,7 @@ std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
   if (r.status == rt::kHandlerFailed && r.detail == kErrCoreType)
     return who + Format(": task %u (%s, queue position %u) reached the wrong core type", r.task,
                         ssc::TaskTypeName(r.task_type), r.position);
-  return cpu::FormatReport(r, num_aic);
+  return FormatWorkerReport(r, num_aic);
 }
 
 }  // namespace
