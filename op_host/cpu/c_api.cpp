@@ -6,17 +6,12 @@
 #include "dynamic_dispatch.h"
 #include "rank_runtime.h"
 #include "shm_heap.h"
+#include "../one_line.h"
 
 using hpmoe::cpu::HeapLayout;
 using hpmoe::cpu::RankRuntime;
 
 namespace {
-
-void SetError(char* err, int errlen, const std::string& msg) {
-  if (err == nullptr || errlen <= 0) return;
-  std::strncpy(err, msg.c_str(), size_t(errlen) - 1);
-  err[errlen - 1] = '\0';
-}
 
 hpmoe::ssc::SscConfig ToConfig(const uint32_t* c) {
   hpmoe::ssc::SscConfig cfg;
@@ -34,7 +29,7 @@ int hpmoe_cpu_layout(const uint32_t* config16, uint32_t counters_fwd, uint32_t c
   HeapLayout layout;
   const std::string e = hpmoe::cpu::ComputeHeapLayout(ToConfig(config16), counters_fwd, counters_bwd, &layout);
   if (!e.empty()) {
-    SetError(err, errlen, e);
+    hpmoe::CopyMessage(err, errlen, e);
     return 1;
   }
   for (uint32_t s = 0; s < hpmoe::ssc::kSlotCount; ++s) {
@@ -50,21 +45,21 @@ int hpmoe_cpu_layout(const uint32_t* config16, uint32_t counters_fwd, uint32_t c
 void* hpmoe_cpu_shm_create(const char* name, uint64_t bytes, char* err, int errlen) {
   std::string e;
   void* p = hpmoe::cpu::ShmCreate(name, bytes, &e);
-  if (p == nullptr) SetError(err, errlen, e);
+  if (p == nullptr) hpmoe::CopyMessage(err, errlen, e);
   return p;
 }
 
 void* hpmoe_cpu_shm_attach(const char* name, uint64_t bytes, char* err, int errlen) {
   std::string e;
   void* p = hpmoe::cpu::ShmAttach(name, bytes, &e);
-  if (p == nullptr) SetError(err, errlen, e);
+  if (p == nullptr) hpmoe::CopyMessage(err, errlen, e);
   return p;
 }
 
 void* hpmoe_cpu_anon_create(uint64_t bytes, char* err, int errlen) {
   std::string e;
   void* p = hpmoe::cpu::AnonymousCreate(bytes, &e);
-  if (p == nullptr) SetError(err, errlen, e);
+  if (p == nullptr) hpmoe::CopyMessage(err, errlen, e);
   return p;
 }
 
@@ -88,7 +83,7 @@ void* hpmoe_cpu_rank_open(void* base, uint64_t segment_bytes, const uint32_t* co
     e = "segment size " + std::to_string(segment_bytes) + " does not match the layout's " +
         std::to_string(layout.segment_bytes);
   if (!e.empty()) {
-    SetError(err, errlen, e);
+    hpmoe::CopyMessage(err, errlen, e);
     return nullptr;
   }
   hpmoe::cpu::GroupMemory group;
@@ -106,7 +101,7 @@ void* hpmoe_cpu_rank_open(void* base, uint64_t segment_bytes, const uint32_t* co
   std::unique_ptr<RankRuntime> r =
       RankRuntime::Open(group, layout, rank, cfg, fwd, fwd_len, bwd, bwd_len, opts, &e);
   if (!r) {
-    SetError(err, errlen, e);
+    hpmoe::CopyMessage(err, errlen, e);
     return nullptr;
   }
   return r.release();
@@ -121,7 +116,7 @@ int hpmoe_cpu_run(void* const* ranks, uint32_t num_ranks, uint32_t direction, ui
                             ? hpmoe::cpu::RunGroupDynamic(rs, num_ranks, direction)
                             : hpmoe::cpu::RunGroup(rs, num_ranks, direction);
   if (!e.empty()) {
-    SetError(err, errlen, e);
+    hpmoe::CopyMessage(err, errlen, e);
     return 1;
   }
   return 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 
+#include "../one_line.h"
 #include "cuda_group.h"
 
 using hpmoe::cuda::CudaGroup;
@@ -13,7 +14,7 @@ using hpmoe::cuda::CudaGroup;
 namespace {
 
 int Fail(const std::string& msg, char* err, int errlen) {
-  if (err != nullptr && errlen > 0) std::snprintf(err, size_t(errlen), "%s", msg.c_str());
+  hpmoe::CopyMessage(err, errlen, msg);
   return msg.empty() ? 0 : 1;
 }
 

@@ -7,16 +7,7 @@
 #include <vector>
 
 #include "../ssc_loader.h"
-
-namespace {
-
-void SetError(char* err, int errlen, const std::string& msg) {
-  if (err == nullptr || errlen <= 0) return;
-  std::strncpy(err, msg.c_str(), size_t(errlen) - 1);
-  err[errlen - 1] = '\0';
-}
-
-}  // namespace
+#include "../one_line.h"
 
 extern "C" {
 
@@ -28,7 +19,7 @@ int hpmoe_ssc_validate(const uint8_t* const* files, const uint64_t* sizes, uint3
   using namespace hpmoe::ssc;
   *whole_group = 0;
   if (n == 0) {
-    SetError(err, errlen, "no SSC files given");
+    hpmoe::CopyMessage(err, errlen, "no SSC files given");
     return 1;
   }
   std::vector<std::unique_ptr<LoadedSsc>> loaded(n);
@@ -38,7 +29,7 @@ int hpmoe_ssc_validate(const uint8_t* const* files, const uint64_t* sizes, uint3
     expect.from_file = true;
     const std::string e = LoadSsc(files[i], size_t(sizes[i]), expect, loaded[i].get());
     if (!e.empty()) {
-      SetError(err, errlen, e);
+      hpmoe::CopyMessage(err, errlen, e);
       return 1;
     }
   }
@@ -54,12 +45,12 @@ int hpmoe_ssc_validate(const uint8_t* const* files, const uint64_t* sizes, uint3
     if (e.empty() && v.header->direction != loaded[0]->view.header->direction) e = "the direction differs";
     const std::string rank = "rank " + std::to_string(v.header->rank) + " SSC: ";
     if (!e.empty()) {
-      SetError(err, errlen, rank + "config or direction differs from the first file's (" + e +
+      hpmoe::CopyMessage(err, errlen, rank + "config or direction differs from the first file's (" + e +
                                 "); a group must come from one compile");
       return 1;
     }
     if (std::count(ranks.begin(), ranks.end(), v.header->rank) > 1) {
-      SetError(err, errlen, rank + "given twice");
+      hpmoe::CopyMessage(err, errlen, rank + "given twice");
       return 1;
     }
     if (n == cfg.ep) by_rank[v.header->rank] = loaded[i].get();  // ranks distinct and < ep: a permutation
@@ -67,7 +58,7 @@ int hpmoe_ssc_validate(const uint8_t* const* files, const uint64_t* sizes, uint3
   if (n != cfg.ep) return 0;
   const std::string e = ValidateGroup(by_rank.data(), n);
   if (!e.empty()) {
-    SetError(err, errlen, e);
+    hpmoe::CopyMessage(err, errlen, e);
     return 1;
   }
   *whole_group = 1;

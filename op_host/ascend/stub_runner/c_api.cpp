@@ -8,16 +8,11 @@
 
 #include "../../cpu/rank_runtime.h"
 #include "ascend_launch.h"
+#include "../../one_line.h"
 
 using hpmoe::cpu::RankRuntime;
 
 namespace {
-
-void SetError(char* err, int errlen, const std::string& msg) {
-  if (err == nullptr || errlen <= 0) return;
-  std::strncpy(err, msg.c_str(), size_t(errlen) - 1);
-  err[errlen - 1] = '\0';
-}
 
 // Binary log: one 32-byte record per call, plus a JSON sidecar (<path>.json) with what a checker needs to
 // classify addresses. Records: rank, core_type, block, op, arg, addr, bytes.
@@ -79,7 +74,7 @@ int hpmoe_ascendc_run(void* const* ranks, uint32_t num_ranks, uint32_t direction
                       int errlen) {
   RankRuntime* const* rs = reinterpret_cast<RankRuntime* const*>(ranks);
   if (num_ranks == 0 || direction > 1) {
-    SetError(err, errlen, "hpmoe_ascendc_run: no ranks or a bad direction");
+    hpmoe::CopyMessage(err, errlen, "hpmoe_ascendc_run: no ranks or a bad direction");
     return 1;
   }
   std::string e;
@@ -88,7 +83,7 @@ int hpmoe_ascendc_run(void* const* ranks, uint32_t num_ranks, uint32_t direction
   if (e.empty()) e = hpmoe::ascend::RunGroupAscend(rs, num_ranks, direction, log_path != nullptr ? &logs : nullptr);
   if (e.empty() && log_path != nullptr) e = WriteLogs(log_path, rs, num_ranks, direction, logs);
   if (!e.empty()) {
-    SetError(err, errlen, e);
+    hpmoe::CopyMessage(err, errlen, e);
     return 1;
   }
   return 0;
