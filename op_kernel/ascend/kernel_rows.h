@@ -6,6 +6,7 @@
 
 #include "kernel_operator.h"
 
+#include "../runtime/row_segments.h"
 #include "../runtime/status.h"
 #include "kernel_context.h"
 
@@ -21,51 +22,19 @@ HPMOE_DEVICE int32_t RecvCount(const KernelContext& ctx, uint64_t s, uint64_t e)
   return counts.GetValue(0);
 }
 
-// f(expert, row_begin, row_end) for each non-empty expert segment in [row0, row0 + rows), ascending.
+// f(expert, row_begin, row_end) for each non-empty expert segment in [row0, row0 + rows), ascending; f returns
+// 0 to go on (the shared walk, op_kernel/runtime/row_segments.h).
 template <class F>
 HPMOE_DEVICE int32_t ForEachExpertSegment(const KernelContext& ctx, uint64_t row0, uint64_t rows, F&& f) {
-  const uint64_t C = ctx.cfg().recv_rows_per_src, E = ctx.cfg().experts_per_rank;
-  if (rows == 0) return 0;
-  const uint64_t end = row0 + rows;
-  for (uint64_t s = row0 / C; s * C < end && s < ctx.cfg().ep; ++s) {
-    uint64_t seg = s * C;
-    for (uint64_t e = 0; e < E; ++e) {
-      const int32_t n = RecvCount(ctx, s, e);
-      if (n < 0 || seg + uint64_t(n) > (s + 1) * C) return rt::kErrCounts;
-      const uint64_t b = seg > row0 ? seg : row0;
-      const uint64_t t = seg + n < end ? seg + n : end;
-      if (b < t) {
-        const int32_t err = f(uint32_t(e), b, t);
-        if (err != 0) return err;
-      }
-      seg += uint64_t(n);
-    }
-  }
-  return 0;
+  return rt::ForEachExpertSegment(ctx.cfg(), [&ctx](uint64_t s, uint64_t e) { return RecvCount(ctx, s, e); },
+                                  row0, rows, f);
 }
 
 // f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored).
 template <class F>
 HPMOE_DEVICE int32_t ForEachValidRange(const KernelContext& ctx, uint64_t row0, uint64_t rows, F&& f) {
-  const uint64_t C = ctx.cfg().recv_rows_per_src, E = ctx.cfg().experts_per_rank;
-  if (rows == 0) return 0;
-  const uint64_t end = row0 + rows;
-  for (uint64_t s = row0 / C; s * C < end && s < ctx.cfg().ep; ++s) {
-    uint64_t valid = 0;
-    for (uint64_t e = 0; e < E; ++e) {
-      const int32_t n = RecvCount(ctx, s, e);
-      if (n < 0) return rt::kErrCounts;
-      valid += uint64_t(n);
-    }
-    if (valid > C) return rt::kErrCounts;
-    const uint64_t b = s * C > row0 ? s * C : row0;
-    const uint64_t t = s * C + valid < end ? s * C + valid : end;
-    if (b < t) {
-      const int32_t err = f(b, t);
-      if (err != 0) return err;
-    }
-  }
-  return 0;
+  return rt::ForEachValidRange(ctx.cfg(), [&ctx](uint64_t s, uint64_t e) { return RecvCount(ctx, s, e); },
+                               row0, rows, f);
 }
 
 }  // namespace ascend
