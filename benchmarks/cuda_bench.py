@@ -44,7 +44,7 @@ def bits(t: torch.Tensor) -> np.ndarray:
     return t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
 
 
-def bench(tokens: int, routing: str, args) -> dict:
+def bench(tokens: int, routing: str, args) -> list[dict]:
     cfg = make_config("deepseek-v3", {"ep": 1, "tokens": tokens, "tile_m": args.tile_m, "wgrad_tile": args.wgrad_tile,
                                       "token_tile": args.token_tile, "num_aic": args.aic, "num_aiv": args.aiv})
     ids, weights = make_routing(cfg, routing, 0)
@@ -73,6 +73,15 @@ def bench(tokens: int, routing: str, args) -> dict:
     a = torch.randn(rows, inter, device="cuda", generator=g).bfloat16()
     gmm_ms = cuda_time(lambda: (torch._grouped_mm(xs, w1, offs=offs), torch._grouped_mm(a, w2, offs=offs)), args.repeat)
 
+    return [bench_hpmoe(cfg.replace(shared_tail=tail == "on"), args, (x, w1, w2, dy), ids, weights, routing, y_torch,
+                        {"torch_fwd_ms": torch_fwd, "torch_fwdbwd_ms": torch_fb, "gmm_ms": gmm_ms})
+            for tail in args.shared_tail]  # variants side by side, against the same torch numbers
+
+
+def bench_hpmoe(cfg, args, tensors, ids, weights, routing, y_torch, torch_ms) -> dict:
+    x, w1, w2, dy = tensors
+    tokens, h, inter, rows = cfg.tokens, cfg.hidden, cfg.inter, cfg.tokens * cfg.topk
+    torch_fwd, torch_fb, gmm_ms = torch_ms["torch_fwd_ms"], torch_ms["torch_fwdbwd_ms"], torch_ms["gmm_ms"]
     with CudaGroup(cfg, [0]) as group:
         group.load_rank(0, bits(x), bits(w1), bits(w2), bits(dy), ids[0], weights[0])
         fwd, bwd = [], []
@@ -94,6 +103,7 @@ def bench(tokens: int, routing: str, args) -> dict:
     ffl, bfl = gemm_flops(rows, h, inter, False), gemm_flops(rows, h, inter, True)
     res = {
         "tokens": tokens, "routing": routing, "C": cfg.recv_rows_per_src, "workers": f"{cfg.num_aic}+{cfg.num_aiv}",
+        "shared_tail": cfg.shared_tail,
         "hpmoe_fwd_ms": fwd_ms, "hpmoe_fwdbwd_ms": fwd_ms + bwd_ms, "torch_fwd_ms": torch_fwd,
         "torch_fwdbwd_ms": torch_fb, "speedup_fwd": torch_fwd / fwd_ms, "speedup_fwdbwd": torch_fb / (fwd_ms + bwd_ms),
         "hpmoe_fwd_tflops": ffl / fwd_ms / 1e9, "hpmoe_fwdbwd_tflops": bfl / (fwd_ms + bwd_ms) / 1e9,
@@ -116,10 +126,12 @@ def main() -> int:
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--shared-tail", nargs="+", choices=["on", "off"], default=["on", "off"],
+                   help="hpmoe variants timed against the same PyTorch numbers (cube blocks share the final reductions)")
     p.add_argument("--json-out")
     args = p.parse_args()
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)
-    results = [bench(t, r, args) for t in args.tokens for r in args.routing]
+    results = [res for t in args.tokens for r in args.routing for res in bench(t, r, args)]
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=1))
     return 0

@@ -91,7 +91,7 @@ std::string CheckRecords(const SscView& v) {
     for (uint32_t k = 0; k < queue.count; ++k) {
       const uint32_t task = v.entries[queue.first_entry + k];
       if (task >= v.num_tasks) return Format("queue %u entry %u: task %u of %u", q, k, task, v.num_tasks);
-      if (v.tasks[task].queue_type != queue.queue_type)
+      if (!QueueMayHold(c, queue.queue_type, v.tasks[task].queue_type))
         return Format("queue %u entry %u: task %u belongs to the other queue type", q, k, task);
     }
   }

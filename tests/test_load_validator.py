@@ -14,7 +14,7 @@ from hpmoe.compiler import compile_schedules
 from hpmoe.config import make_config
 from hpmoe import ssc_io
 from hpmoe.runtime import native
-from hpmoe.ssc_format import NO_SLOT, Section, Slot, TaskType
+from hpmoe.ssc_format import CONFIG_DTYPE, CONFIG_SHARED_TAIL, HEADER_DTYPE, NO_SLOT, Section, Slot, TaskType
 
 from ssc_edit import edit, first_task, records, restamp
 
@@ -212,3 +212,34 @@ def test_field_sweep_never_tracebacks(group, tmp_path, capsys):
             assert rc in (0, 2) and "Traceback" not in out.err, (word, value, argv, out.err)
             codes[rc] += 1
     assert codes[2] > 50, codes  # most boundary values are refused
+
+
+def _header_flags(data: bytes, flags: int) -> bytes:
+    out = bytearray(data)
+    off = HEADER_DTYPE.fields["config"][1] + CONFIG_DTYPE.fields["flags"][1]
+    out[off:off + 4] = int(flags).to_bytes(4, "little")
+    return restamp(out)
+
+
+def test_shared_tail_vector_tasks_in_cube_queues_need_the_flag():
+    """A shared tail is legal only under kConfigSharedTail, and only one way (vector tasks on cube queues)."""
+    shared = make_config("small", {"ep": 2, "shared_tail": True})
+    blobs = {d: [ssc_io.to_bytes(s) for s in compile_schedules(shared, [d], [0, 1])] for d in ("fwd", "bwd")}
+    for d in ("fwd", "bwd"):
+        assert native.validate_ssc(blobs[d]) == ("", True)
+        flags = shared.flags & ~CONFIG_SHARED_TAIL
+        refused([_header_flags(blobs[d][0], flags)] + blobs[d][1:],
+                r"(config|queue \d+ entry \d+: task \d+).*(other queue type|queue_type)")
+    # The reverse (a cube task on a vector queue) stays refused with the flag on.
+    data = blobs["fwd"][0]
+    entries, off = records(data, Section.QUEUE_ENTRIES)
+    queues, _ = records(data, Section.QUEUES)
+    tasks, _ = records(data, Section.TASKS)
+    vtq = int(np.nonzero(queues["queue_type"] == 1)[0][0])
+    gmm_entry = int(np.nonzero(tasks["task_type"][entries] == int(TaskType.GMM))[0][0])
+    vtq_entry = int(queues[vtq]["first_entry"])
+    swapped = entries.copy()
+    swapped[gmm_entry], swapped[vtq_entry] = entries[vtq_entry], entries[gmm_entry]
+    out = bytearray(data)
+    out[off:off + swapped.nbytes] = swapped.tobytes()
+    refused([restamp(out)] + blobs["fwd"][1:], r"queue \d+ entry \d+: task \d+")

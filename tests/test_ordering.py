@@ -99,3 +99,29 @@ def test_expected_work_sees_empty_tiles():
     gmm1 = [t for t in group.rank_tasks(0) if t.op_name == "GMM1"]
     costs = {t.chunk: expected_cost(cfg, t) for t in gmm1 if t.peer == 0}
     assert costs[cfg.chunks_per_src - 1] < costs[0] / 100, costs
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_shared_tail_deals_the_final_reductions_over_every_worker(direction):
+    tail_type = TaskType.COMBINE_REDUCE if direction == "fwd" else TaskType.BWD_COMBINE_REDUCE
+    cfg = CFG.replace(shared_tail=True, tokens=96)  # 6 token tiles over 2 AIC + 4 AIV: one each
+    group = build_group_tasks(cfg, direction)
+    s = schedule_rank(group, 0)
+    queues = [s.tasks["task_type"][s.queue_tasks(q)].tolist() for q in range(len(s.queues))]
+    holders = [q for q, types in enumerate(queues) if tail_type in types]
+    assert holders == list(range(cfg.num_aic + cfg.num_aiv)), holders  # cube queues first, then vector
+    for types in queues:  # last in every queue: nothing a worker runs earlier waits on them
+        assert types[-1] == tail_type and types.count(tail_type) == 1
+    plain = schedule_rank(build_group_tasks(cfg.replace(shared_tail=False), direction), 0)
+    for q in range(cfg.num_aic):
+        assert tail_type not in plain.tasks["task_type"][plain.queue_tasks(q)].tolist()
+
+
+def test_router_weight_gradient_runs_before_the_backward_combine():
+    """It reads only dy and saved rows: it fills the wait for the activation-gradient tiles, not the tail."""
+    for order in _orders(CFG, "bwd", QueueType.VTQ).values():
+        names = [t.op_name for t in order]
+        first_combine = names.index("BwdCombine")
+        assert max(i for i, n in enumerate(names) if n == "TopkWeightGrad") < first_combine
+        assert min(i for i, n in enumerate(names) if n == "TopkWeightGrad") > \
+            max(i for i, n in enumerate(names) if n == "SwiGLU_grad")

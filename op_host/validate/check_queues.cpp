@@ -26,7 +26,7 @@ std::string CheckQueueRecords(const SscView& v) {
     for (uint32_t k = 0; k < queue.count; ++k) {
       const uint32_t task = v.entries[queue.first_entry + k];
       if (task >= v.num_tasks) return Format("queue %u entry %u: task %u, the file has %u tasks", q, k, task, v.num_tasks);
-      if (v.tasks[task].queue_type != type)
+      if (!QueueMayHold(c, type, v.tasks[task].queue_type))
         return Format("queue %u entry %u: task %u (%s) field queue_type: %u, this queue is %s", q, k, task,
                       TaskTypeName(v.tasks[task].task_type), v.tasks[task].queue_type, QueueTypeName(type));
       if (seen[task]++) return Format("queue %u entry %u: task %u (%s) appears in a queue twice", q, k, task,

@@ -9,6 +9,12 @@ topological order), and reordering only moves tasks that do not depend on each o
 - cache-guided GMM interleaving (backward CTQ): each weight-gradient tile of expert e is placed right after the
   row tile of the same branch that, under balanced routing, holds the last rows of expert e in the
   last-arriving slot, so the expert's gradient rows are re-read while still cached.
+- independent vector ops early: an op that reads only inputs and saved tensors (the router-weight gradient) is
+  placed right after the op named in PLACE_AFTER, where vector workers would otherwise wait for the
+  activation-gradient tiles, instead of at the end where it lengthens the tail after the last GMM;
+- shared tail (cfg.shared_tail): the final top-k reductions cannot start before the last GMM tile's rows come
+  back, so on backends whose every worker runs every handler they are dealt round-robin over all workers,
+  cube ones first, after each worker's own queue.
 Each order is dealt to the workers by expected work (expected_work.py); every worker's queue is a subsequence
 of it. The validator (validate.py) proves acyclicity of the result across the whole EP group.
 """
@@ -24,6 +30,12 @@ from .tasks import NO_PEER, Task
 # Weight-gradient op -> the row-tiled op of the same backward branch it is interleaved with.
 INTERLEAVE_PARTNER = {"GMM_w2_grad": "GMM_act_grad", "GMM_w1_grad": "GMM_gate_grad"}
 
+# Ops with no producer inside their direction -> the op they follow in queue order (any place is legal).
+PLACE_AFTER = {"TopkWeightGrad": "SwiGLU_grad"}
+
+# The reductions a shared tail deals over every worker: they wait for every expert's rows of their tokens.
+TAIL_TYPES = (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE)
+
 
 def ring_step(cfg: MoeConfig, rank: int, task: Task) -> int:
     """Position of the task's peer in this rank's communication order."""
@@ -35,8 +47,13 @@ def ring_step(cfg: MoeConfig, rank: int, task: Task) -> int:
     return (rank - task.peer) % cfg.ep if cfg.ratr else task.peer          # arrival order of a slot
 
 
-def order_key(cfg: MoeConfig, task: Task) -> tuple:
-    return (task.op_id, task.phase, ring_step(cfg, task.rank, task), task.chunk, task.task_index)
+def op_position(task: Task, op_ids: dict[str, int]) -> float:
+    after = PLACE_AFTER.get(task.op_name)
+    return op_ids[after] + 0.5 if after in op_ids else task.op_id
+
+
+def order_key(cfg: MoeConfig, task: Task, op_ids: dict[str, int]) -> tuple:
+    return (op_position(task, op_ids), task.phase, ring_step(cfg, task.rank, task), task.chunk, task.task_index)
 
 
 def _expected_last_chunk(cfg: MoeConfig, expert: int) -> int:
@@ -79,7 +96,8 @@ def interleave(cfg: MoeConfig, ordered: list[Task]) -> list[Task]:
 
 def queue_order(cfg: MoeConfig, tasks: list[Task], queue_type: QueueType) -> list[Task]:
     """The one order a rank's queue type is dealt from: sorted by order_key, then interleaved (CTQ)."""
-    ordered = sorted((t for t in tasks if t.queue == queue_type), key=lambda t: order_key(cfg, t))
+    op_ids = {t.op_name: t.op_id for t in tasks}
+    ordered = sorted((t for t in tasks if t.queue == queue_type), key=lambda t: order_key(cfg, t, op_ids))
     if queue_type == QueueType.CTQ and cfg.interleave:
         ordered = interleave(cfg, ordered)
     return ordered
@@ -89,5 +107,13 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
     """Per-worker queues of one rank: each queue type's order dealt to its workers by expected work
     (round-robin put whole runs of expected-empty tiles on the same workers when the tiles per slot and the
     worker count share a factor)."""
-    return {queue_type: deal_by_expected_work(cfg, queue_order(cfg, tasks, queue_type), workers)
-            for queue_type, workers in ((QueueType.CTQ, cfg.num_aic), (QueueType.VTQ, cfg.num_aiv))}
+    orders = {queue_type: queue_order(cfg, tasks, queue_type) for queue_type in (QueueType.CTQ, QueueType.VTQ)}
+    tail = [t for t in orders[QueueType.VTQ] if t.task_type in TAIL_TYPES] if cfg.shared_tail else []
+    if tail:
+        orders[QueueType.VTQ] = [t for t in orders[QueueType.VTQ] if t.task_type not in TAIL_TYPES]
+    queues = {queue_type: deal_by_expected_work(cfg, orders[queue_type], workers)
+              for queue_type, workers in ((QueueType.CTQ, cfg.num_aic), (QueueType.VTQ, cfg.num_aiv))}
+    everyone = queues[QueueType.CTQ] + queues[QueueType.VTQ]
+    for i, task in enumerate(tail):  # last in every queue: nothing a worker runs earlier can wait on them
+        everyone[i % len(everyone)].append(task)
+    return queues

@@ -107,6 +107,7 @@ REF_GATHER = 1 << 2
 EVENT_REMOTE_TRIGGERED = 1 << 0
 CONFIG_RATR = 1 << 0
 CONFIG_INTERLEAVE = 1 << 1
+CONFIG_SHARED_TAIL = 1 << 2
 
 
 class Section(enum.IntEnum):

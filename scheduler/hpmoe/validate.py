@@ -150,7 +150,10 @@ def _check_structure(s: RankSchedule, errors: list[str]) -> None:
             errors.append(f"rank {s.rank} queue {qi}: entry {int(entries.max())} is not a task")
             continue
         np.add.at(counts, entries, 1)
-        wrong = np.nonzero(tasks["queue_type"][entries] != q[0])[0]
+        types_here = tasks["queue_type"][entries]
+        # A shared tail lets cube workers run vector tasks too, never the reverse.
+        shared = (q[0] == QueueType.CTQ) & (types_here == QueueType.VTQ) & cfg.shared_tail
+        wrong = np.nonzero((types_here != q[0]) & ~shared)[0]
         if len(wrong):
             errors.append(f"rank {s.rank} queue {qi}: task {int(entries[wrong[0]])} belongs to the other queue type")
     for i in np.nonzero(counts != 1)[0][:5]:

@@ -45,6 +45,17 @@ def test_ssc_of_another_rank_is_refused():
             native.RankHandle(twin.heap, 0, twin.ssc["fwd"][1], twin.ssc["bwd"][0])
 
 
+def test_shared_tail_ssc_is_refused_by_the_tiling_builder():
+    """An AIC cannot run the reductions a shared tail deals to cube workers: refused before any launch."""
+    cfg, inputs, _, schedules = case("random", seed=1, dtype="fp32", ep=2, topk=2, shared_tail=True)
+    with CpuTwin(cfg, schedules, timeout_s=5.0, backend="ascendc-cpu") as twin:
+        twin.load_inputs(inputs)
+        twin.open_ranks()
+        with pytest.raises(native.RuntimeFailure, match="shared tail.*--no-shared-tail") as err:
+            native.run(twin.ranks, "fwd")
+        assert "\n" not in str(err.value)
+
+
 def _hpmoe(*args):
     return subprocess.run([sys.executable, "-m", "hpmoe.cli", "run", "--backend", "ascendc-cpu", *args],
                           capture_output=True, text=True, timeout=120)
