@@ -73,9 +73,9 @@ def bench(tokens: int, routing: str, args) -> list[dict]:
     a = torch.randn(rows, inter, device="cuda", generator=g).bfloat16()
     gmm_ms = cuda_time(lambda: (torch._grouped_mm(xs, w1, offs=offs), torch._grouped_mm(a, w2, offs=offs)), args.repeat)
 
-    return [bench_hpmoe(cfg.replace(shared_tail=tail == "on"), args, (x, w1, w2, dy), ids, weights, routing, y_torch,
+    return [bench_hpmoe(cfg.replace(mixed_queues=mixed == "on"), args, (x, w1, w2, dy), ids, weights, routing, y_torch,
                         {"torch_fwd_ms": torch_fwd, "torch_fwdbwd_ms": torch_fb, "gmm_ms": gmm_ms})
-            for tail in args.shared_tail]  # variants side by side, against the same torch numbers
+            for mixed in args.mixed_queues]  # variants side by side, against the same torch numbers
 
 
 def bench_hpmoe(cfg, args, tensors, ids, weights, routing, y_torch, torch_ms) -> dict:
@@ -103,7 +103,7 @@ def bench_hpmoe(cfg, args, tensors, ids, weights, routing, y_torch, torch_ms) ->
     ffl, bfl = gemm_flops(rows, h, inter, False), gemm_flops(rows, h, inter, True)
     res = {
         "tokens": tokens, "routing": routing, "C": cfg.recv_rows_per_src, "workers": f"{cfg.num_aic}+{cfg.num_aiv}",
-        "shared_tail": cfg.shared_tail,
+        "mixed_queues": cfg.mixed_queues,
         "hpmoe_fwd_ms": fwd_ms, "hpmoe_fwdbwd_ms": fwd_ms + bwd_ms, "torch_fwd_ms": torch_fwd,
         "torch_fwdbwd_ms": torch_fb, "speedup_fwd": torch_fwd / fwd_ms, "speedup_fwdbwd": torch_fb / (fwd_ms + bwd_ms),
         "hpmoe_fwd_tflops": ffl / fwd_ms / 1e9, "hpmoe_fwdbwd_tflops": bfl / (fwd_ms + bwd_ms) / 1e9,
@@ -126,7 +126,7 @@ def main() -> int:
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--shared-tail", nargs="+", choices=["on", "off"], default=["on", "off"],
+    p.add_argument("--mixed-queues", nargs="+", choices=["on", "off"], default=["on", "off"],
                    help="hpmoe variants timed against the same PyTorch numbers (cube blocks share the final reductions)")
     p.add_argument("--json-out")
     args = p.parse_args()

@@ -33,15 +33,15 @@ def main() -> int:
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--shared-tail", nargs="+", choices=["on", "off"], default=["on", "off"],
+    p.add_argument("--mixed-queues", nargs="+", choices=["on", "off"], default=["on", "off"],
                    help="variants timed one after the other (cube blocks share the final reductions)")
     p.add_argument("--trace", metavar="FILE", help="per-task GPU trace of the first config's last fwd + bwd")
     args = p.parse_args()
     for tokens in args.tokens:
-        for routing, tail in ((r, t) for r in args.routing for t in args.shared_tail):
+        for routing, mixed in ((r, m) for r in args.routing for m in args.mixed_queues):
             cfg = make_config("deepseek-v3", {"ep": args.ep, "tokens": tokens, "tile_m": args.tile_m,
                                               "wgrad_tile": 128, "token_tile": 64, "num_aic": args.aic,
-                                              "num_aiv": args.aiv, "shared_tail": tail == "on"})
+                                              "num_aiv": args.aiv, "mixed_queues": mixed == "on"})
             ids, weights = make_routing(cfg, routing, 0)
             cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, ids))
             check_routing(cfg, ids, weights)
@@ -71,7 +71,7 @@ def main() -> int:
             f, b = statistics.median(fwd), statistics.median(bwd)
             print(json.dumps({"path": "hpmoe", "ep": args.ep, "tokens": tokens, "routing": routing,
                               "C": cfg.recv_rows_per_src, "workers": f"{cfg.num_aic}+{cfg.num_aiv}",
-                              "shared_tail": cfg.shared_tail,
+                              "mixed_queues": cfg.mixed_queues,
                               "fwd_ms": f, "fwdbwd_ms": f + b}), flush=True)
     return 0
 

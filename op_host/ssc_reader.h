@@ -47,10 +47,10 @@ std::string CheckConfig(const SscView& view, const SscConfig& expected);
 // Names used in diagnostics and JSON dumps (match scheduler/hpmoe/ssc_format.py).
 const char* TaskTypeName(uint32_t type);
 // Whether a queue of `queue_type` may hold a task whose own queue_type is `task_queue_type`: the same type,
-// or, with a shared tail (kConfigSharedTail), a vector task in a cube queue (never the reverse).
+// or, with mixed queues (kConfigMixedQueues), a vector task in a cube queue (never the reverse).
 inline bool QueueMayHold(const SscConfig& c, uint32_t queue_type, uint32_t task_queue_type) {
   return task_queue_type == queue_type ||
-         ((c.flags & kConfigSharedTail) && queue_type == kCTQ && task_queue_type == kVTQ);
+         ((c.flags & kConfigMixedQueues) && queue_type == kCTQ && task_queue_type == kVTQ);
 }
 const char* QueueTypeName(uint32_t type);
 const char* SlotName(uint32_t slot);

@@ -113,10 +113,10 @@ enum EventFlags : uint32_t {
 };
 
 enum ConfigFlags : uint32_t {
-  kConfigRatr = 1u << 0,        // rank-aware task reordering was on
-  kConfigInterleave = 1u << 1,  // cache-guided GMM interleaving was on
-  kConfigSharedTail = 1u << 2,  // CTQs may also hold vector tasks (the final top-k reductions): only for
-                                // backends whose every worker runs every handler (CPU twin, CUDA)
+  kConfigRatr = 1u << 0,         // rank-aware task reordering was on
+  kConfigInterleave = 1u << 1,   // cache-guided GMM interleaving was on
+  kConfigMixedQueues = 1u << 2,  // CTQs may also hold vector tasks (dispatch puts, top-k reductions): only for
+                                 // backends whose every worker runs every handler (CPU twin, CUDA)
 };
 
 // ---- records -----------------------------------------------------------------------------------

@@ -147,12 +147,12 @@ RUN = [(["run", *args], needle) for args, needle in [
     (["--backend", "cuda", "--devices", "-1"], "--devices: must be in [0, 1023]"),
     (["--backend", "cuda", "--trace", "{file}/t.json"], "lies under"), (["--backend", "gpu"], "invalid choice"),
     (["--backend", "cuda", "--dtype", "bf16", "--ep", "4096"], "the limit is"),
-    (["--backend", "ascendc-cpu", "--shared-tail"], "AIC cannot run: drop it for --backend ascendc-cpu"),
+    (["--backend", "ascendc-cpu", "--mixed-queues"], "AIC cannot run: drop it for --backend ascendc-cpu"),
 ]]
 
 SIMULATE = [(["simulate", *SMALL, *args], needle) for args, needle in [
     (["--hw", "{missing}"], "No such file or directory"), (["--hw", "{dir}"], "Is a directory"),
-    (["--shared-tail"], "compile with --no-shared-tail"),
+    (["--mixed-queues"], "compile with --no-mixed-queues"),
     (["--hw", "{hw_inf}"], "hbm_gbps must be finite"), (["--hw", "{hw_nan}"], "link_gbps must be finite"),
     (["--hw", "{hw_unknown}"], "unknown hardware parameter 'warp_size'"),
     (["--hw", "{hw_str}"], "num_aic must be a number"), (["--hw", "{notjson}"], "not JSON"),

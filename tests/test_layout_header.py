@@ -48,7 +48,7 @@ def test_constants_and_enum_counts_match(build_dir):
         "kTensorSymmetric": F.TENSOR_SYMMETRIC, "kRefRemote": F.REF_REMOTE, "kRefRowsDynamic": F.REF_ROWS_DYNAMIC,
         "kRefGather": F.REF_GATHER, "kEventRemoteTriggered": F.EVENT_REMOTE_TRIGGERED,
         "kConfigRatr": F.CONFIG_RATR, "kConfigInterleave": F.CONFIG_INTERLEAVE,
-        "kConfigSharedTail": F.CONFIG_SHARED_TAIL,
+        "kConfigMixedQueues": F.CONFIG_MIXED_QUEUES,
     }
     for name, value in expected.items():
         assert probe[f"value.{name}"] == value, f"{name}: header {probe[f'value.{name}']}, python {value}"

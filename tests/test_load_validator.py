@@ -14,7 +14,7 @@ from hpmoe.compiler import compile_schedules
 from hpmoe.config import make_config
 from hpmoe import ssc_io
 from hpmoe.runtime import native
-from hpmoe.ssc_format import CONFIG_DTYPE, CONFIG_SHARED_TAIL, HEADER_DTYPE, NO_SLOT, Section, Slot, TaskType
+from hpmoe.ssc_format import CONFIG_DTYPE, CONFIG_MIXED_QUEUES, HEADER_DTYPE, NO_SLOT, Section, Slot, TaskType
 
 from ssc_edit import edit, first_task, records, restamp
 
@@ -221,13 +221,13 @@ def _header_flags(data: bytes, flags: int) -> bytes:
     return restamp(out)
 
 
-def test_shared_tail_vector_tasks_in_cube_queues_need_the_flag():
-    """A shared tail is legal only under kConfigSharedTail, and only one way (vector tasks on cube queues)."""
-    shared = make_config("small", {"ep": 2, "shared_tail": True})
+def test_mixed_queues_vector_tasks_in_cube_queues_need_the_flag():
+    """Mixed queues are legal only under kConfigMixedQueues, and only one way (vector tasks on cube queues)."""
+    shared = make_config("small", {"ep": 2, "mixed_queues": True})
     blobs = {d: [ssc_io.to_bytes(s) for s in compile_schedules(shared, [d], [0, 1])] for d in ("fwd", "bwd")}
     for d in ("fwd", "bwd"):
         assert native.validate_ssc(blobs[d]) == ("", True)
-        flags = shared.flags & ~CONFIG_SHARED_TAIL
+        flags = shared.flags & ~CONFIG_MIXED_QUEUES
         refused([_header_flags(blobs[d][0], flags)] + blobs[d][1:],
                 r"(config|queue \d+ entry \d+: task \d+).*(other queue type|queue_type)")
     # The reverse (a cube task on a vector queue) stays refused with the flag on.

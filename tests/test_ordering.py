@@ -102,19 +102,28 @@ def test_expected_work_sees_empty_tiles():
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
-def test_shared_tail_deals_the_final_reductions_over_every_worker(direction):
+def test_mixed_queues_deal_dispatch_and_final_reductions_over_every_worker(direction):
     tail_type = TaskType.COMBINE_REDUCE if direction == "fwd" else TaskType.BWD_COMBINE_REDUCE
-    cfg = CFG.replace(shared_tail=True, tokens=96)  # 6 token tiles over 2 AIC + 4 AIV: one each
-    group = build_group_tasks(cfg, direction)
-    s = schedule_rank(group, 0)
+    put_type = TaskType.DISPATCH_PUT if direction == "fwd" else TaskType.BWD_DISPATCH_PUT
+    setup = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)
+    cfg = CFG.replace(mixed_queues=True, tokens=96)  # 6 token tiles over 2 AIC + 4 AIV: one each
+    s = schedule_rank(build_group_tasks(cfg, direction), 0)
     queues = [s.tasks["task_type"][s.queue_tasks(q)].tolist() for q in range(len(s.queues))]
-    holders = [q for q, types in enumerate(queues) if tail_type in types]
-    assert holders == list(range(cfg.num_aic + cfg.num_aiv)), holders  # cube queues first, then vector
-    for types in queues:  # last in every queue: nothing a worker runs earlier waits on them
+    workers = list(range(cfg.num_aic + cfg.num_aiv))
+    assert [q for q, types in enumerate(queues) if tail_type in types] == workers  # cube queues first
+    assert [q for q, types in enumerate(queues) if put_type in types] == workers
+    for types in queues:
+        # Tail: last in every queue, so nothing a worker runs earlier can wait on it.
         assert types[-1] == tail_type and types.count(tail_type) == 1
-    plain = schedule_rank(build_group_tasks(cfg.replace(shared_tail=False), direction), 0)
+        # Head: the puts right after the set-up signals (every put waits on them), before anything else.
+        body = [t for t in types if t not in setup]
+        n_puts = types.count(put_type)
+        assert body[:n_puts] == [put_type] * n_puts, types
+        assert all(types.index(t) < types.index(put_type) for t in setup if t in types), types
+    plain = schedule_rank(build_group_tasks(cfg.replace(mixed_queues=False), direction), 0)
     for q in range(cfg.num_aic):
-        assert tail_type not in plain.tasks["task_type"][plain.queue_tasks(q)].tolist()
+        kinds = set(plain.tasks["task_type"][plain.queue_tasks(q)].tolist())
+        assert not kinds & {tail_type, put_type}
 
 
 def test_router_weight_gradient_runs_before_the_backward_combine():

@@ -26,9 +26,9 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   if (cfg.num_aiv != 2 * cfg.num_aic)
     return Format("a MIX_AIC_1_2 launch of %u blocks runs %u AIV workers, but the SSC was compiled for %u: "
                   "compile with --workers-aiv %u", cfg.num_aic, 2 * cfg.num_aic, cfg.num_aiv, 2 * cfg.num_aic);
-  if (cfg.flags & ssc::kConfigSharedTail)
-    return "the SSC deals vector tasks to cube workers (shared tail), which an AI core's AIC cannot run: "
-           "compile with --no-shared-tail";
+  if (cfg.flags & ssc::kConfigMixedQueues)
+    return "the SSC deals vector tasks to cube workers (mixed queues), which an AI core's AIC cannot run: "
+           "compile with --no-mixed-queues";
   if (2 * cfg.num_aic > req.core_num_aiv)
     return Format("the SSC needs %u AIV cores; this device has %u", 2 * cfg.num_aic, req.core_num_aiv);
   if (cfg.ep > kMaxEp) return Format("ep=%u exceeds the %u peers the kernel's tiling carries", cfg.ep, kMaxEp);

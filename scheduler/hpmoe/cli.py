@@ -47,9 +47,10 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str | None = Non
         g.add_argument(flag, dest=field, type=typ, metavar=field.upper(), help=text)
     g.add_argument("--no-ratr", action="store_true", help="turn rank-aware task reordering off")
     g.add_argument("--no-interleave", action="store_true", help="turn cache-guided GMM interleaving off")
-    g.add_argument("--shared-tail", action=argparse.BooleanOptionalAction, default=None,
-                   help="deal the final top-k reductions over every worker, cube ones included (CPU twin and "
-                        "CUDA; Ascend AICs cannot run them). Default: on for --backend cuda, else off")
+    g.add_argument("--mixed-queues", action=argparse.BooleanOptionalAction, default=None,
+                   help="deal the dispatch puts and the final top-k reductions over every worker, cube ones "
+                        "included (CPU twin and CUDA; an Ascend AIC cannot run them). Default: on for --backend "
+                        "cuda, else off")
 
 
 def config_from_args(args: argparse.Namespace) -> MoeConfig:
@@ -58,7 +59,7 @@ def config_from_args(args: argparse.Namespace) -> MoeConfig:
         overrides["ratr"] = False
     if args.no_interleave:
         overrides["interleave"] = False
-    overrides["shared_tail"] = getattr(args, "shared_tail", None)
+    overrides["mixed_queues"] = getattr(args, "mixed_queues", None)
     return make_config(args.preset, overrides, args.config)
 
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .errors import ConfigError
-from .ssc_format import CONFIG_INTERLEAVE, CONFIG_RATR, CONFIG_SHARED_TAIL, DType
+from .ssc_format import CONFIG_INTERLEAVE, CONFIG_RATR, CONFIG_MIXED_QUEUES, DType
 
 DTYPE_NAMES = {"fp32": DType.FP32, "fp16": DType.FP16, "bf16": DType.BF16}
 
@@ -34,7 +34,7 @@ class MoeConfig:
     num_aiv: int = 50
     ratr: bool = True
     interleave: bool = True
-    shared_tail: bool = False  # deal the final top-k reductions over every worker (CPU twin, CUDA; not Ascend)
+    mixed_queues: bool = False  # dispatch puts and final reductions on every worker (CPU twin, CUDA; not Ascend)
 
     # ---- derived ------------------------------------------------------------------------------
     @property
@@ -66,7 +66,7 @@ class MoeConfig:
     @property
     def flags(self) -> int:
         return ((CONFIG_RATR if self.ratr else 0) | (CONFIG_INTERLEAVE if self.interleave else 0) |
-                (CONFIG_SHARED_TAIL if self.shared_tail else 0))
+                (CONFIG_MIXED_QUEUES if self.mixed_queues else 0))
 
     @property
     def max_rows_per_pair(self) -> int:
@@ -129,7 +129,7 @@ def _check_fields(cfg: MoeConfig) -> None:
         check_float("capacity_factor", cfg.capacity_factor, 0.0, lo_open=True)
         check_bool("ratr", cfg.ratr)
         check_bool("interleave", cfg.interleave)
-        check_bool("shared_tail", cfg.shared_tail)
+        check_bool("mixed_queues", cfg.mixed_queues)
     except ValueCheckError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -200,4 +200,4 @@ def config_from_ssc_fields(fields: Mapping[str, int]) -> MoeConfig:
                                            "recv_rows_per_src", "wgrad_tile", "token_tile", "num_aic", "num_aiv")}
     return resolve(MoeConfig(dtype=dtype, ratr=bool(flags & CONFIG_RATR),
                              interleave=bool(flags & CONFIG_INTERLEAVE),
-                             shared_tail=bool(flags & CONFIG_SHARED_TAIL), **kwargs))
+                             mixed_queues=bool(flags & CONFIG_MIXED_QUEUES), **kwargs))

@@ -151,8 +151,8 @@ def _check_structure(s: RankSchedule, errors: list[str]) -> None:
             continue
         np.add.at(counts, entries, 1)
         types_here = tasks["queue_type"][entries]
-        # A shared tail lets cube workers run vector tasks too, never the reverse.
-        shared = (q[0] == QueueType.CTQ) & (types_here == QueueType.VTQ) & cfg.shared_tail
+        # Mixed queues let cube workers run vector tasks too, never the reverse.
+        shared = (q[0] == QueueType.CTQ) & (types_here == QueueType.VTQ) & cfg.mixed_queues
         wrong = np.nonzero((types_here != q[0]) & ~shared)[0]
         if len(wrong):
             errors.append(f"rank {s.rank} queue {qi}: task {int(entries[wrong[0]])} belongs to the other queue type")

@@ -45,13 +45,13 @@ def test_ssc_of_another_rank_is_refused():
             native.RankHandle(twin.heap, 0, twin.ssc["fwd"][1], twin.ssc["bwd"][0])
 
 
-def test_shared_tail_ssc_is_refused_by_the_tiling_builder():
-    """An AIC cannot run the reductions a shared tail deals to cube workers: refused before any launch."""
-    cfg, inputs, _, schedules = case("random", seed=1, dtype="fp32", ep=2, topk=2, shared_tail=True)
+def test_mixed_queues_ssc_is_refused_by_the_tiling_builder():
+    """An AIC cannot run the vector tasks mixed queues deal to cube workers: refused before any launch."""
+    cfg, inputs, _, schedules = case("random", seed=1, dtype="fp32", ep=2, topk=2, mixed_queues=True)
     with CpuTwin(cfg, schedules, timeout_s=5.0, backend="ascendc-cpu") as twin:
         twin.load_inputs(inputs)
         twin.open_ranks()
-        with pytest.raises(native.RuntimeFailure, match="shared tail.*--no-shared-tail") as err:
+        with pytest.raises(native.RuntimeFailure, match="mixed queues.*--no-mixed-queues") as err:
             native.run(twin.ranks, "fwd")
         assert "\n" not in str(err.value)
 

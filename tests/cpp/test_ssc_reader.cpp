@@ -41,7 +41,7 @@ std::string ParseModified(const Loaded& src, bool fix_checksum, void (*mutate)(u
 
 TEST(SscReader, ParsesGoldenForwardAndBackward) {
   for (const char* name : {"small_ep2_rank0.fwd.ssc", "small_ep2_rank1.bwd.ssc", "small_ep3_rank2.fwd.ssc",
-                           "small_ep2_rank1_shared_tail.bwd.ssc"}) {
+                           "small_ep2_rank1_mixed_queues.bwd.ssc"}) {
     Loaded l;
     Load(name, &l);
     ASSERT_EQ(l.error, "") << name;

@@ -18,17 +18,17 @@ HERE = Path(__file__).resolve().parent
 # Frozen here (not the "small" preset) so a preset change does not move the goldens.
 GOLDEN_CONFIG = dict(tokens=64, hidden=64, inter=32, experts_per_rank=2, topk=2, dtype="fp32", tile_m=16,
                      wgrad_tile=16, token_tile=16, num_aic=2, num_aiv=4)
-# (ep, rank, direction, shared_tail): the last one has vector tasks in cube queues (kConfigSharedTail).
+# (ep, rank, direction, mixed_queues): the last one has vector tasks in cube queues (kConfigMixedQueues).
 GOLDEN_FILES = [(2, 0, "fwd", False), (2, 1, "bwd", False), (3, 2, "fwd", False), (3, 0, "bwd", False),
                 (2, 1, "bwd", True)]
 
 
-def golden_name(ep: int, rank: int, direction: str, shared_tail: bool = False) -> str:
-    return f"small_ep{ep}_rank{rank}{'_shared_tail' if shared_tail else ''}.{direction}"
+def golden_name(ep: int, rank: int, direction: str, mixed_queues: bool = False) -> str:
+    return f"small_ep{ep}_rank{rank}{'_mixed_queues' if mixed_queues else ''}.{direction}"
 
 
-def golden_schedule(ep: int, rank: int, direction: str, shared_tail: bool = False):
-    cfg = make_config(None, dict(GOLDEN_CONFIG, ep=ep, shared_tail=shared_tail))
+def golden_schedule(ep: int, rank: int, direction: str, mixed_queues: bool = False):
+    cfg = make_config(None, dict(GOLDEN_CONFIG, ep=ep, mixed_queues=mixed_queues))
     (schedule,) = compile_schedules(cfg, [direction], [rank])
     return schedule
 

@@ -53,15 +53,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.backend == "cuda":
-        if args.shared_tail is None:  # every CUDA block runs every handler: let cube blocks share the tail
-            cfg = cfg.replace(shared_tail=True)
+        if args.mixed_queues is None:  # every CUDA block runs every handler
+            cfg = cfg.replace(mixed_queues=True)
         if args.trace is not None:  # refuse a bad trace path before the GPUs run, not after
             check_output_file(args.trace, "trace file")
         limits.check_compile(cfg, cfg.ep)  # the host compiles the group and holds float64 inputs
         from ..cuda.run import cmd_run_cuda
         return cmd_run_cuda(args, cfg)
-    if args.backend == "ascendc-cpu" and cfg.shared_tail:
-        raise HpmoeError("--shared-tail deals vector tasks to cube workers, which an AI core's AIC cannot run: "
+    if args.backend == "ascendc-cpu" and cfg.mixed_queues:
+        raise HpmoeError("--mixed-queues deals vector tasks to cube workers, which an AI core's AIC cannot run: "
                          "drop it for --backend ascendc-cpu")
     limits.check_run(cfg)  # before the routing draw: that alone can be T x experts floats per rank
     topk_ids, topk_weights = make_routing(cfg, args.routing, args.seed)

@@ -44,9 +44,9 @@ class Prediction:
 
 
 def check_hw_fits(cfg: MoeConfig, hw: Hardware) -> None:
-    if cfg.shared_tail:
-        raise HpmoeError("the hardware model is an Ascend device, whose AIC cannot run the vector tasks a shared "
-                         "tail deals to cube workers: compile with --no-shared-tail")
+    if cfg.mixed_queues:
+        raise HpmoeError("the hardware model is an Ascend device, whose AIC cannot run the vector tasks mixed "
+                         "queues deal to cube workers: compile with --no-mixed-queues")
     if cfg.num_aic > hw.num_aic or cfg.num_aiv > hw.num_aiv:
         raise HpmoeError(f"the schedule uses {cfg.num_aic} AIC / {cfg.num_aiv} AIV workers; the hardware model "
                          f"has {hw.num_aic} AIC / {hw.num_aiv} AIV per device")

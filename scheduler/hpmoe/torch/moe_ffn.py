@@ -64,7 +64,7 @@ class MoEFFN(torch.nn.Module):
         return make_config(None, {"ep": self.ep, "tokens": tokens, "hidden": self.hidden, "inter": self.inter,
                                   "experts_per_rank": self.experts, "topk": self.topk, "dtype": DTYPES[self.dtype],
                                   "tile_m": self.tile_m, "num_aic": self.num_aic, "num_aiv": self.num_aiv,
-                                  "capacity_factor": self.capacity_factor, "shared_tail": True})
+                                  "capacity_factor": self.capacity_factor, "mixed_queues": True})
 
     def _group(self, ids_np) -> tuple[CudaGroup, tuple[int, int]]:
         """The group of this call's shape bucket: C covers the largest rows any rank sends any rank (agreed
