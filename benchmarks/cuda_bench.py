@@ -24,6 +24,7 @@ from hpmoe.config import make_config  # noqa: E402
 from hpmoe.cuda.group import CudaGroup  # noqa: E402
 from hpmoe.runtime.routing import bucket_for, check_routing, make_routing  # noqa: E402
 from hpmoe.ssc_format import Slot  # noqa: E402
+from cuda_variants import variant_config, variant_name  # noqa: E402
 
 
 def cuda_time(fn, repeat: int) -> float:
@@ -73,9 +74,9 @@ def bench(tokens: int, routing: str, args) -> list[dict]:
     a = torch.randn(rows, inter, device="cuda", generator=g).bfloat16()
     gmm_ms = cuda_time(lambda: (torch._grouped_mm(xs, w1, offs=offs), torch._grouped_mm(a, w2, offs=offs)), args.repeat)
 
-    return [bench_hpmoe(cfg.replace(mixed_queues=mixed == "on"), args, (x, w1, w2, dy), ids, weights, routing, y_torch,
+    return [bench_hpmoe(variant_config(cfg, v), args, (x, w1, w2, dy), ids, weights, routing, y_torch,
                         {"torch_fwd_ms": torch_fwd, "torch_fwdbwd_ms": torch_fb, "gmm_ms": gmm_ms})
-            for mixed in args.mixed_queues]  # variants side by side, against the same torch numbers
+            for v in args.variants]  # side by side, against the same torch numbers
 
 
 def bench_hpmoe(cfg, args, tensors, ids, weights, routing, y_torch, torch_ms) -> dict:
@@ -103,7 +104,7 @@ def bench_hpmoe(cfg, args, tensors, ids, weights, routing, y_torch, torch_ms) ->
     ffl, bfl = gemm_flops(rows, h, inter, False), gemm_flops(rows, h, inter, True)
     res = {
         "tokens": tokens, "routing": routing, "C": cfg.recv_rows_per_src, "workers": f"{cfg.num_aic}+{cfg.num_aiv}",
-        "mixed_queues": cfg.mixed_queues,
+        "variant": variant_name(cfg),
         "hpmoe_fwd_ms": fwd_ms, "hpmoe_fwdbwd_ms": fwd_ms + bwd_ms, "torch_fwd_ms": torch_fwd,
         "torch_fwdbwd_ms": torch_fb, "speedup_fwd": torch_fwd / fwd_ms, "speedup_fwdbwd": torch_fb / (fwd_ms + bwd_ms),
         "hpmoe_fwd_tflops": ffl / fwd_ms / 1e9, "hpmoe_fwdbwd_tflops": bfl / (fwd_ms + bwd_ms) / 1e9,
@@ -126,8 +127,8 @@ def main() -> int:
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--mixed-queues", nargs="+", choices=["on", "off"], default=["on", "off"],
-                   help="hpmoe variants timed against the same PyTorch numbers (cube blocks share the final reductions)")
+    p.add_argument("--variants", nargs="+", default=["pipelines:128+4", "mixed", "split"],
+                   help="hpmoe schedules timed against the same PyTorch numbers (benchmarks/cuda_variants.py)")
     p.add_argument("--json-out")
     args = p.parse_args()
     print(f"device: {torch.cuda.get_device_name(0)}, torch {torch.__version__}", flush=True)

@@ -19,6 +19,8 @@ from hpmoe.cuda.group import CudaGroup
 from hpmoe.cuda.trace import write_trace
 from hpmoe.runtime.routing import bucket_for, check_routing, make_routing
 
+from cuda_variants import variant_config, variant_name
+
 
 def bits(t: torch.Tensor) -> np.ndarray:
     return t.contiguous().view(torch.int16).cpu().numpy().view(np.uint16)
@@ -33,15 +35,16 @@ def main() -> int:
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--mixed-queues", nargs="+", choices=["on", "off"], default=["on", "off"],
-                   help="variants timed one after the other (cube blocks share the final reductions)")
+    p.add_argument("--variants", nargs="+", default=["pipelines:128+4", "mixed", "split"],
+                   help="hpmoe schedules timed one after the other (benchmarks/cuda_variants.py)")
     p.add_argument("--trace", metavar="FILE", help="per-task GPU trace of the first config's last fwd + bwd")
     args = p.parse_args()
     for tokens in args.tokens:
-        for routing, mixed in ((r, m) for r in args.routing for m in args.mixed_queues):
+        for routing, variant in ((r, v) for r in args.routing for v in args.variants):
             cfg = make_config("deepseek-v3", {"ep": args.ep, "tokens": tokens, "tile_m": args.tile_m,
                                               "wgrad_tile": 128, "token_tile": 64, "num_aic": args.aic,
-                                              "num_aiv": args.aiv, "mixed_queues": mixed == "on"})
+                                              "num_aiv": args.aiv})
+            cfg = variant_config(cfg, variant)
             ids, weights = make_routing(cfg, routing, 0)
             cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, ids))
             check_routing(cfg, ids, weights)
@@ -71,7 +74,7 @@ def main() -> int:
             f, b = statistics.median(fwd), statistics.median(bwd)
             print(json.dumps({"path": "hpmoe", "ep": args.ep, "tokens": tokens, "routing": routing,
                               "C": cfg.recv_rows_per_src, "workers": f"{cfg.num_aic}+{cfg.num_aiv}",
-                              "mixed_queues": cfg.mixed_queues,
+                              "variant": variant_name(cfg),
                               "fwd_ms": f, "fwdbwd_ms": f + b}), flush=True)
     return 0
 

@@ -117,6 +117,7 @@ enum ConfigFlags : uint32_t {
   kConfigInterleave = 1u << 1,   // cache-guided GMM interleaving was on
   kConfigMixedQueues = 1u << 2,  // CTQs may also hold vector tasks (dispatch puts, top-k reductions): only for
                                  // backends whose every worker runs every handler (CPU twin, CUDA)
+  kConfigRowPipelines = 1u << 3,  // each row tile's chain on one cube-queue worker (needs kConfigMixedQueues)
 };
 
 // ---- records -----------------------------------------------------------------------------------

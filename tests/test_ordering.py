@@ -7,9 +7,11 @@ import pytest
 
 from hpmoe.compiler import build_group_tasks, schedule_rank
 from hpmoe.config import make_config
+from hpmoe.errors import ConfigError
 from hpmoe.expected_work import expected_cost
 from hpmoe.ordering import queue_order
 from hpmoe.ssc_format import QueueType, TaskType
+from hpmoe.validate import validate
 from schedule_tools import compile_group
 
 EP = 4
@@ -134,3 +136,40 @@ def test_router_weight_gradient_runs_before_the_backward_combine():
         assert max(i for i, n in enumerate(names) if n == "TopkWeightGrad") < first_combine
         assert min(i for i, n in enumerate(names) if n == "TopkWeightGrad") > \
             max(i for i, n in enumerate(names) if n == "SwiGLU_grad")
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_row_pipelines_keep_each_row_tile_on_one_worker(direction):
+    cfg = CFG.replace(mixed_queues=True, row_pipelines=True, tokens=96)
+    s = schedule_rank(build_group_tasks(cfg, direction), 0)
+    worker_of = {}
+    for q in range(len(s.queues)):
+        for task in s.queue_tasks(q).tolist():
+            worker_of[task] = q
+    types = s.tasks["task_type"]
+    chain = {int(t) for t in (TaskType.GMM, TaskType.SWIGLU, TaskType.GMM_TRANS_B, TaskType.SWIGLU_GRAD,
+                              TaskType.COMBINE_PUT)}
+    by_row: dict[int, set[int]] = {}
+    for i in range(len(types)):
+        if int(types[i]) in chain:
+            assert worker_of[i] < cfg.num_aic, "chains go to cube-queue workers"
+            by_row.setdefault(int(s.tasks["inputs"][i][0]["row_offset"]), set()).add(worker_of[i])
+    assert by_row and all(len(w) == 1 for w in by_row.values()), by_row
+    for q in range(cfg.num_aic):  # weight gradients after every chain of their worker (they wait on all)
+        kinds = [int(t) for t in types[s.queue_tasks(q)]]
+        if TaskType.GMM_WEIGHT_GRAD in kinds:
+            first = kinds.index(TaskType.GMM_WEIGHT_GRAD)
+            assert not chain & set(kinds[first:]), kinds
+
+
+def test_row_pipelines_need_mixed_queues():
+    with pytest.raises(ConfigError, match="row_pipelines needs mixed_queues"):
+        CFG.replace(row_pipelines=True)
+
+
+@pytest.mark.parametrize("ep", [1, 2, 3, 5])
+@pytest.mark.parametrize("overrides", [{}, {"topk": 1}, {"tokens": 96, "token_tile": 32}])
+def test_row_pipelines_validate_for_every_group(ep, overrides):
+    cfg = make_config("small", {"ep": ep, "mixed_queues": True, "row_pipelines": True, **overrides})
+    for direction in ("fwd", "bwd"):
+        assert validate(compile_group(cfg, direction), group=True) == []

@@ -61,6 +61,26 @@ def test_cycle_across_ranks_is_caught():
     assert "rank 0 VTQ worker 0 task" in errors[0] and "rank 1" in errors[0] and "event" in errors[0], errors[0]
 
 
+def test_weight_gradient_ahead_of_its_chain_is_a_reported_cycle():
+    """Row pipelines: a weight-gradient tile moved ahead of a chain on its own worker waits on that chain's
+    SwiGLU gradient forever. The report is one cycle line (the walk once ended at a sink the cycle blocks)."""
+    group = compile_group(make_config("small", {"ep": 3, "mixed_queues": True, "row_pipelines": True}), "bwd")
+    s = group[0]
+    queues = queues_of(s)
+    def is_w1_grad(t):  # dW1 reads dH: it waits on every SwiGLU gradient tile
+        return int(s.tasks[t]["task_type"]) == TaskType.GMM_WEIGHT_GRAD and int(s.tasks[t]["op_id"]) == 5
+    q = next(i for i, (_, tasks) in enumerate(queues) if any(is_w1_grad(t) for t in tasks))
+    qt, tasks = queues[q]
+    wgrad = next(t for t in tasks if is_w1_grad(t))
+    rest = [t for t in tasks if t != wgrad]
+    first_chain = next(i for i, t in enumerate(rest) if int(s.tasks[t]["task_type"]) == TaskType.GMM_TRANS_B)
+    queues[q] = (qt, rest[:first_chain] + [wgrad] + rest[first_chain:])
+    set_queues(s, queues)
+    errors = validate(group)
+    assert len(errors) == 1 and errors[0].startswith("deadlock: dependency and queue-order cycle"), errors
+    assert "\n" not in errors[0] and "SWIGLU_GRAD" in errors[0], errors[0]
+
+
 def test_overlapping_unordered_writes_are_caught():
     group = compile_group(CFG, "fwd")
     s = group[0]

@@ -11,13 +11,13 @@ from .events import Event, assign_events
 from .fill import fill_rank
 from .graphs import build_graph
 from .odg import OperatorGraph
-from .ordering import build_queues
 from .split import propagate_splits
 from .ssc_format import (DTYPE_BYTES, EVENT_DTYPE, EVENT_REMOTE_TRIGGERED, MAX_INPUTS, MAX_OUTPUTS, MAX_TRIGGERS,
                          MAX_WAITS, NO_EVENT, NO_SLOT, QUEUE_DTYPE, TASK_DTYPE, TENSOR_DTYPE, TENSOR_SYMMETRIC,
                          TILING_DTYPE, Direction, QueueType, TaskType)
 from .task_access import check_tasks
 from .tasks import Ref, Task
+from .worker_queues import build_queues
 
 DIRECTIONS = {"fwd": Direction.FORWARD, "bwd": Direction.BACKWARD}
 

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .errors import ConfigError
-from .ssc_format import CONFIG_INTERLEAVE, CONFIG_RATR, CONFIG_MIXED_QUEUES, DType
+from .ssc_format import CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR, CONFIG_ROW_PIPELINES, DType
 
 DTYPE_NAMES = {"fp32": DType.FP32, "fp16": DType.FP16, "bf16": DType.BF16}
 
@@ -35,6 +35,7 @@ class MoeConfig:
     ratr: bool = True
     interleave: bool = True
     mixed_queues: bool = False  # dispatch puts and final reductions on every worker (CPU twin, CUDA; not Ascend)
+    row_pipelines: bool = False  # each row tile's chain on one cube-queue worker (needs mixed_queues)
 
     # ---- derived ------------------------------------------------------------------------------
     @property
@@ -66,7 +67,7 @@ class MoeConfig:
     @property
     def flags(self) -> int:
         return ((CONFIG_RATR if self.ratr else 0) | (CONFIG_INTERLEAVE if self.interleave else 0) |
-                (CONFIG_MIXED_QUEUES if self.mixed_queues else 0))
+                (CONFIG_MIXED_QUEUES if self.mixed_queues else 0) | (CONFIG_ROW_PIPELINES if self.row_pipelines else 0))
 
     @property
     def max_rows_per_pair(self) -> int:
@@ -130,6 +131,7 @@ def _check_fields(cfg: MoeConfig) -> None:
         check_bool("ratr", cfg.ratr)
         check_bool("interleave", cfg.interleave)
         check_bool("mixed_queues", cfg.mixed_queues)
+        check_bool("row_pipelines", cfg.row_pipelines)
     except ValueCheckError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -137,6 +139,8 @@ def _check_fields(cfg: MoeConfig) -> None:
 def resolve(cfg: MoeConfig) -> MoeConfig:
     """Validate every field and fill the derived defaults; raises ConfigError naming the first problem."""
     _check_fields(cfg)
+    if cfg.row_pipelines and not cfg.mixed_queues:
+        raise ConfigError("row_pipelines needs mixed_queues: its cube workers run the chains' vector tasks")
     if cfg.topk > cfg.num_experts:
         raise ConfigError(f"topk={cfg.topk} is larger than the number of experts "
                           f"ep*experts_per_rank={cfg.num_experts}")
@@ -200,4 +204,5 @@ def config_from_ssc_fields(fields: Mapping[str, int]) -> MoeConfig:
                                            "recv_rows_per_src", "wgrad_tile", "token_tile", "num_aic", "num_aiv")}
     return resolve(MoeConfig(dtype=dtype, ratr=bool(flags & CONFIG_RATR),
                              interleave=bool(flags & CONFIG_INTERLEAVE),
-                             mixed_queues=bool(flags & CONFIG_MIXED_QUEUES), **kwargs))
+                             mixed_queues=bool(flags & CONFIG_MIXED_QUEUES),
+                             row_pipelines=bool(flags & CONFIG_ROW_PIPELINES), **kwargs))

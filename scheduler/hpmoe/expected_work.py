@@ -53,17 +53,24 @@ def expected_cost(cfg: MoeConfig, task: Task) -> float:
 
 
 def deal_by_expected_work(cfg: MoeConfig, ordered: list[Task], workers: int) -> list[list[Task]]:
-    """Each task, in order, to the worker with the least expected work so far (lowest index on ties); tasks
-    expected to be empty go round-robin instead. Greedy alone would hand a slot's whole run of expected-empty
-    tiles to one worker, and skewed routing fills exactly those tiles of its hot slots. Every worker's queue
-    stays a subsequence of `ordered`, so a topological order stays one."""
+    """Each task, in order, to the worker with the least expected work so far (see deal_units)."""
+    return deal_units(cfg, [[t] for t in ordered], workers)
+
+
+def deal_units(cfg: MoeConfig, units: list[list[Task]], workers: int) -> list[list[Task]]:
+    """Each unit (tasks that stay together on one worker), in order, to the worker with the least expected
+    work so far (lowest index on ties); units expected to be empty go round-robin instead. Greedy alone would
+    hand a slot's whole run of expected-empty tiles to one worker, and skewed routing fills exactly those
+    tiles of its hot slots. Every worker's queue stays a subsequence of the units' order, so a topological
+    order stays one."""
     queues: list[list[Task]] = [[] for _ in range(workers)]
     least_loaded = [(0.0, w) for w in range(workers)]  # (expected work, worker): ties go to the lower index
-    pending = [0.0] * workers  # work of round-robin tasks not yet folded into the heap entry
+    pending = [0.0] * workers  # work of round-robin units not yet folded into the heap entry
     next_empty = 0
-    for task in ordered:
-        cost = expected_cost(cfg, task)
-        if cost <= TASK_OVERHEAD:
+    for unit in units:
+        costs = [expected_cost(cfg, t) for t in unit]
+        cost = sum(costs)
+        if max(costs) <= TASK_OVERHEAD:
             w = next_empty % workers
             next_empty += 1
             pending[w] += cost
@@ -73,5 +80,5 @@ def deal_by_expected_work(cfg: MoeConfig, ordered: list[Task], workers: int) -> 
                 load, pending[w] = load + pending[w], 0.0
                 load, w = heapq.heappushpop(least_loaded, (load, w))
             heapq.heappush(least_loaded, (load + cost, w))
-        queues[w].append(task)
+        queues[w].extend(unit)
     return queues

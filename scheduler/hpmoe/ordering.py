@@ -12,13 +12,7 @@ topological order), and reordering only moves tasks that do not depend on each o
 - independent vector ops early: an op that reads only inputs and saved tensors (the router-weight gradient) is
   placed right after the op named in PLACE_AFTER, where vector workers would otherwise wait for the
   activation-gradient tiles, instead of at the end where it lengthens the tail after the last GMM;
-- mixed queues (cfg.mixed_queues), for backends whose every worker runs every handler (CPU twin, CUDA): the
-  two ends of a direction are vector work that the cube workers would only wait through, so both are dealt
-  over all workers, cube ones first. Head: the dispatch puts, right after the entry signals and count puts
-  (which every put waits on), so the receive slots fill at the speed of all workers, not of the vector
-  ones. Tail: the final top-k reductions, which cannot start before the last GMM tile's rows come back,
-  after each worker's own queue.
-Each order is dealt to the workers by expected work (expected_work.py); every worker's queue is a subsequence
+Each order is dealt to the workers by expected work (worker_queues.py); every worker's queue is a subsequence
 of it. The validator (validate.py) proves acyclicity of the result across the whole EP group.
 """
 from __future__ import annotations
@@ -26,7 +20,6 @@ from __future__ import annotations
 import math
 
 from .config import MoeConfig
-from .expected_work import deal_by_expected_work
 from .ssc_format import QueueType, TaskType
 from .tasks import NO_PEER, Task
 
@@ -35,11 +28,6 @@ INTERLEAVE_PARTNER = {"GMM_w2_grad": "GMM_act_grad", "GMM_w1_grad": "GMM_gate_gr
 
 # Ops with no producer inside their direction -> the op they follow in queue order (any place is legal).
 PLACE_AFTER = {"TopkWeightGrad": "SwiGLU_grad"}
-
-# Mixed queues: the head and the tail dealt over every worker, and what stays first on the vector workers.
-HEAD_TYPES = (TaskType.DISPATCH_PUT, TaskType.BWD_DISPATCH_PUT)
-TAIL_TYPES = (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE)
-SETUP_TYPES = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)  # every put waits on them: never behind a put
 
 
 def ring_step(cfg: MoeConfig, rank: int, task: Task) -> int:
@@ -106,27 +94,3 @@ def queue_order(cfg: MoeConfig, tasks: list[Task], queue_type: QueueType) -> lis
     if queue_type == QueueType.CTQ and cfg.interleave:
         ordered = interleave(cfg, ordered)
     return ordered
-
-
-def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list[Task]]]:
-    """Per-worker queues of one rank: each queue type's order dealt to its workers by expected work
-    (round-robin put whole runs of expected-empty tiles on the same workers when the tiles per slot and the
-    worker count share a factor)."""
-    orders = {queue_type: queue_order(cfg, tasks, queue_type) for queue_type in (QueueType.CTQ, QueueType.VTQ)}
-    head: list[Task] = []
-    tail: list[Task] = []
-    if cfg.mixed_queues:
-        vtq = orders[QueueType.VTQ]
-        head = [t for t in vtq if t.task_type in HEAD_TYPES]
-        tail = [t for t in vtq if t.task_type in TAIL_TYPES]
-        orders[QueueType.VTQ] = [t for t in vtq if t.task_type not in HEAD_TYPES + TAIL_TYPES]
-    queues = {queue_type: deal_by_expected_work(cfg, orders[queue_type], workers)
-              for queue_type, workers in ((QueueType.CTQ, cfg.num_aic), (QueueType.VTQ, cfg.num_aiv))}
-    everyone = queues[QueueType.CTQ] + queues[QueueType.VTQ]
-    if head:
-        for queue, share in zip(everyone, deal_by_expected_work(cfg, head, len(everyone))):
-            setup = next((i for i, t in enumerate(queue) if t.task_type not in SETUP_TYPES), len(queue))
-            queue[setup:setup] = share
-    for i, task in enumerate(tail):  # last in every queue: nothing a worker runs earlier can wait on them
-        everyone[i % len(everyone)].append(task)
-    return queues

@@ -347,8 +347,24 @@ def _check_acyclic(g: _Group, triggers) -> list[str]:
                 todo.append(m)
     if done == len(succ):
         return []
-    # Walk inside the unresolved part until a node repeats: that loop is a cycle.
+    # The unresolved part, less what a cycle only blocks (pruned sinks first, so every node left has a
+    # successor left); walk it until a node repeats: that loop is a cycle.
     stuck = {i for i, d in enumerate(indegree) if d > 0}
+    pred: dict[int, list[int]] = {}
+    outdegree = {n: 0 for n in stuck}
+    for n in stuck:
+        for m in succ[n]:
+            if m in stuck:
+                pred.setdefault(m, []).append(n)
+                outdegree[n] += 1
+    sinks = [n for n, d in outdegree.items() if d == 0]
+    while sinks:
+        n = sinks.pop()
+        stuck.discard(n)
+        for m in pred.get(n, []):
+            outdegree[m] -= 1
+            if outdegree[m] == 0:
+                sinks.append(m)
     path, index, node = [], {}, min(stuck)
     while node not in index:
         index[node] = len(path)

@@ -56,9 +56,9 @@ def run_group(cfg, inputs, iterations: int = 1, timeout_s: float = 10.0):
 @pytest.mark.parametrize("ep", [1, 2, 4])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("routing", ["balanced", "skewed", "empty"])
-@pytest.mark.parametrize("mixed_queues", [True, False])
-def test_outputs_match_float64_reference(ep, dtype, routing, mixed_queues):
-    cfg, inputs = config(ep, dtype, routing, mixed_queues=mixed_queues)
+@pytest.mark.parametrize("queues", ["split", "mixed", "pipelines"])
+def test_outputs_match_float64_reference(ep, dtype, routing, queues):
+    cfg, inputs = config(ep, dtype, routing, mixed_queues=queues != "split", row_pipelines=queues == "pipelines")
     outputs, _ = run_group(cfg, inputs)
     ref = moe_reference(inputs.x, inputs.w1, inputs.w2, inputs.topk_ids, inputs.topk_weights, inputs.dy)
     rows = compare(outputs, ref, dtype)
@@ -71,8 +71,10 @@ def test_repeated_runs_are_bitwise_identical():
     cfg, inputs = config(2, "bf16", "skewed", seed=3)
     _, raws = run_group(cfg, inputs, iterations=3)  # invocations 1..3 of one group (epoch counters)
     _, again = run_group(cfg, inputs)               # a fresh group
-    _, shared = run_group(cfg.replace(mixed_queues=not cfg.mixed_queues), inputs)  # same tasks, other workers
-    for raw in raws[1:] + again + shared:
+    # The same tasks on other workers: mixed queues and row pipelines change who runs a task, not its order.
+    _, mixed = run_group(cfg.replace(mixed_queues=True), inputs)
+    _, pipelines = run_group(cfg.replace(mixed_queues=True, row_pipelines=True), inputs)
+    for raw in raws[1:] + again + mixed + pipelines:
         for name in raw:
             assert np.array_equal(raw[name], raws[0][name]), f"{name} differs between runs"
 

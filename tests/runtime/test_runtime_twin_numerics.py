@@ -38,7 +38,8 @@ def test_dtypes_and_routings(dtype, routing):
     dict(ep=3, topk=8, experts_per_rank=3, hidden=48, inter=24, wgrad_tile=8),   # top-8
     dict(ep=2, topk=2, tokens=37, token_tile=16, hidden=24, inter=12, wgrad_tile=4),           # ragged last token tile
     dict(ep=1),                                                                   # single rank
-    dict(ep=3, mixed_queues=True, tokens=96, routing="skewed"),                   # reductions on cube workers too
+    dict(ep=3, mixed_queues=True, tokens=96, routing="skewed"),                   # puts, reductions on cube workers
+    dict(ep=4, mixed_queues=True, row_pipelines=True, routing="skewed"),         # whole row chains per worker
 ])
 def test_shapes(overrides):
     cfg, inputs, ref = case(**overrides)

@@ -1,0 +1,54 @@
+"""Row pipelines (cfg.row_pipelines): each row tile's whole chain on one worker, for GPUs.
+
+On a device whose every worker runs every handler (CUDA, the CPU twin), splitting the workers into a cube
+role and a vector role leaves the vector role idle half the time and keeps its SMs out of the GEMMs. Here a
+row tile's chain (forward: GMM1, SwiGLU, GMM2, combine put; backward: activation-gradient GMM, SwiGLU
+gradient, gate-gradient GMM, combine put) is one unit dealt to one cube-queue worker, so every step after
+the first finds its input made by the same worker (no wait, still in L2), and all cube workers run GEMMs.
+
+Unit order (every worker's queue is a subsequence of it, dealt by expected work like expected_work.py):
+- the router-weight gradient tiles first (they read only dy and saved rows);
+- the chains in the CTQ order of their first op (rank-aware slot arrival order);
+- the weight-gradient tiles last, in graph order: a tile reads its expert's rows of every slot, and under
+  dynamic routing any tile of the bucket can hold them, so it waits on every chain of its branch. Anywhere
+  earlier, a worker could hold it ahead of a chain it waits on (the validator found exactly that cycle when
+  the tiles sat at ordering.interleave's cache-guided anchors).
+A chain waits only on dispatch puts and on itself, and nothing waits on a gradient tile, so the order is
+deadlock free; the validator proves it for each compiled group.
+The dispatch puts (head) and final reductions (tail) are dealt over every worker as with mixed queues; the
+vector-queue workers run those and the entry signals only.
+"""
+from __future__ import annotations
+
+from .config import MoeConfig
+from .errors import ScheduleError
+from .ordering import queue_order
+from .ssc_format import QueueType, TaskType
+from .tasks import Task
+
+CHAIN_TYPES = (TaskType.GMM, TaskType.SWIGLU, TaskType.GMM_TRANS_B, TaskType.SWIGLU_GRAD, TaskType.COMBINE_PUT)
+EARLY_TYPES = (TaskType.TOPK_WEIGHT_GRAD,)
+
+
+def _chains(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
+    """Chain tasks grouped by the first receive row of their tile, ops in graph order, chains in the CTQ
+    order of their first op."""
+    by_row: dict[int, list[Task]] = {}
+    for task in tasks:
+        if task.task_type in CHAIN_TYPES:
+            by_row.setdefault(task.inputs[0].row_offset, []).append(task)
+    lengths = {len(chain) for chain in by_row.values()}
+    if len(lengths) != 1:
+        raise ScheduleError(f"row pipelines need every row-tiled op and combine put on the same {cfg.tile_m}-row "
+                            f"tiles; got chains of {sorted(lengths)} tasks (a put chunk or op fell back to "
+                            f"another tiling)")
+    chains = [sorted(chain, key=lambda t: t.op_id) for chain in by_row.values()]
+    first = {id(t): i for i, t in enumerate(queue_order(cfg, tasks, QueueType.CTQ))}
+    return sorted(chains, key=lambda chain: first[id(chain[0])])
+
+
+def pipeline_units(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
+    """The rank's cube-queue work as units in dealing order: early tiles, chains, weight gradients."""
+    early = [[t] for t in tasks if t.task_type in EARLY_TYPES]
+    late = [[t] for t in tasks if t.task_type == TaskType.GMM_WEIGHT_GRAD]
+    return early + _chains(cfg, tasks) + late
