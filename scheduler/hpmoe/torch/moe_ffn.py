@@ -44,9 +44,10 @@ class MoEFFN(torch.nn.Module):
         self.capacity_factor, self.dtype, self.tile_m, self.timeout_s = capacity_factor, dtype, tile_m, timeout_s
         device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        # Cube-role blocks take most SMs: GMM tiles are the bulk of the work; vector blocks keep SwiGLU,
-        # puts and reductions off the GEMMs' critical path.
-        self.num_aiv = num_aiv if num_aiv is not None else max(4, sms // 7)
+        # Row pipelines: cube-queue blocks run each row tile's whole chain (GMMs and their vector steps); the
+        # few vector-queue blocks run entry signals and their share of the dispatch puts and final reductions
+        # (benchmarks/RESULTS.md: fastest of split, mixed and pipelines at EP 1 and 2).
+        self.num_aiv = num_aiv if num_aiv is not None else 4
         self.num_aic = num_aic if num_aic is not None else sms - self.num_aiv
         self.w1 = torch.nn.Parameter(torch.randn(num_local_experts, hidden_size, 2 * intermediate_size,
                                                  device=device).mul_(hidden_size ** -0.5).to(dtype))
@@ -64,7 +65,8 @@ class MoEFFN(torch.nn.Module):
         return make_config(None, {"ep": self.ep, "tokens": tokens, "hidden": self.hidden, "inter": self.inter,
                                   "experts_per_rank": self.experts, "topk": self.topk, "dtype": DTYPES[self.dtype],
                                   "tile_m": self.tile_m, "num_aic": self.num_aic, "num_aiv": self.num_aiv,
-                                  "capacity_factor": self.capacity_factor, "mixed_queues": True})
+                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
+                                  "row_pipelines": True})
 
     def _group(self, ids_np) -> tuple[CudaGroup, tuple[int, int]]:
         """The group of this call's shape bucket: C covers the largest rows any rank sends any rank (agreed
