@@ -1,0 +1,89 @@
+"""Summary of a GPU trace (`hpmoe run --backend cuda --trace`, `cuda_ep_bench.py --trace`): per direction and
+rank, each task type's first start, last end and block-time, how many blocks run GMM tiles over the span,
+and where cube-queue blocks sat idle (the gap before each task type). Open the same file in
+ui.perfetto.dev for the picture.
+
+    python3 benchmarks/cuda_trace_summary.py trace.json[.gz] [--rank 0] [--bins 20]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import gzip
+import json
+import sys
+
+
+def load(path: str) -> list[dict]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        data = json.load(f)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def summarize(events: list[dict], rank: int, bins: int) -> None:
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    lanes = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    tasks = [e for e in events if e["ph"] == "X"]
+    for pid, name in sorted(processes.items()):
+        if f"rank {rank} " not in name + " ":
+            continue
+        mine = [e for e in tasks if e["pid"] == pid]
+        if not mine:
+            continue
+        t0 = min(e["ts"] for e in mine)
+        t1 = max(e["ts"] + e["dur"] for e in mine)
+        print(f"{name}: span {(t1 - t0) / 1e3:.2f} ms")
+        by_type = collections.defaultdict(list)
+        for e in mine:
+            by_type[e["name"]].append(e)
+        for kind, group in sorted(by_type.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
+            busy = sum(e["dur"] for e in group)
+            print(f"  {kind:<20} n={len(group):<5} first {(min(e['ts'] for e in group) - t0) / 1e3:6.2f} ms  "
+                  f"last end {(max(e['ts'] + e['dur'] for e in group) - t0) / 1e3:6.2f} ms  "
+                  f"{busy / 1e3:8.1f} block-ms  mean {busy / len(group):6.0f} us")
+        cube = collections.defaultdict(list)
+        for e in mine:
+            if lanes[(pid, e["tid"])].startswith("AIC"):
+                cube[e["tid"]].append(e)
+        width = (t1 - t0) / bins
+        profile = [0.0] * bins
+        idle = collections.Counter()
+        for lane in cube.values():
+            lane.sort(key=lambda e: e["ts"])
+            previous = t0
+            for e in lane:
+                idle[e["name"]] += e["ts"] - previous
+                previous = e["ts"] + e["dur"]
+                if not e["name"].startswith("GMM"):
+                    continue
+                for b in range(bins):
+                    lo = t0 + b * width
+                    overlap = min(lo + width, e["ts"] + e["dur"]) - max(lo, e["ts"])
+                    if overlap > 0:
+                        profile[b] += overlap / width
+        print(f"  blocks running GMM tiles, per {100 // bins}% of the span: {[round(p) for p in profile]}")
+        print("  cube-queue idle before each task type (block-ms): "
+              + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in idle.most_common()))
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("trace")
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--bins", type=int, default=20)
+    args = p.parse_args()
+    try:
+        events = load(args.trace)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"cuda_trace_summary: cannot read {args.trace}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        summarize(events, args.rank, args.bins)
+    except BrokenPipeError:  # `| head`: stop quietly
+        sys.stderr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
