@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 
 from hpmoe.config import make_config
-from hpmoe.cuda.native import CudaFailure, gpu_count, library_path
+from hpmoe.cuda.native import CudaFailure, gpu_count, gpu_unavailable_reason, library_path
 from hpmoe.reference import moe_reference
 from hpmoe.runtime.routing import bucket_for, make_routing
 from hpmoe.runtime.tolerances import compare
 from hpmoe.runtime.twin import make_inputs
 
 GPUS = gpu_count()
-needs_gpu = pytest.mark.skipif(GPUS == 0, reason=f"no GPU or no CUDA backend library ({library_path()})")
+needs_gpu = pytest.mark.skipif(GPUS == 0, reason=gpu_unavailable_reason() or "no GPU")
 
 # Small shapes that still cover every path: several 128-row GMM tiles, N and K not multiples of the 128 x 32
 # block tile (masking), expert boundaries inside tiles, 8-wide vectors.

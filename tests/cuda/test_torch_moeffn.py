@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hpmoe.cuda.native import gpu_count
+from hpmoe.cuda.native import gpu_count, gpu_unavailable_reason
 from hpmoe.reference import moe_reference
 from hpmoe.runtime.tolerances import compare
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (optional dependency)")
 needs_gpu = pytest.mark.skipif(gpu_count() == 0 or not torch.cuda.is_available(),
-                               reason="no GPU or no CUDA backend library")
+                               reason=gpu_unavailable_reason() or "torch sees no GPU")
 
 
 def f64(t) -> np.ndarray:

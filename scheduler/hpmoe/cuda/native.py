@@ -65,6 +65,17 @@ def lib() -> ctypes.CDLL:
     return _LIB
 
 
+def gpu_unavailable_reason() -> str:
+    """Why the CUDA backend cannot run here ("" if it can): the library or the GPU, named apart."""
+    if not library_path().exists():
+        return f"CUDA backend library not built ({library_path()})"
+    try:
+        count = int(lib().hpmoe_cuda_device_count())
+    except (CudaFailure, OSError, AttributeError) as exc:
+        return f"CUDA backend library at {library_path()} does not load or find a driver: {exc}"
+    return "" if count > 0 else f"no GPU visible (the CUDA backend library {library_path()} loads, 0 devices)"
+
+
 def gpu_count() -> int:
     """GPUs visible to the CUDA backend; 0 when the library, the driver or a GPU is missing."""
     try:
