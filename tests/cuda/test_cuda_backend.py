@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from hpmoe.config import make_config
-from hpmoe.cuda.native import CudaFailure, gpu_count, gpu_unavailable_reason, library_path
+from hpmoe.cuda.native import CudaFailure, gpu_count, gpu_unavailable_reason
 from hpmoe.reference import moe_reference
 from hpmoe.runtime.routing import bucket_for, make_routing
 from hpmoe.runtime.tolerances import compare
