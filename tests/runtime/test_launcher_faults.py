@@ -165,3 +165,22 @@ def test_twin_refuses_a_timeout_that_would_unbound_the_waits(timeout_s):
     cfg, _, _ = case(ep=2)
     with pytest.raises(ConfigError, match="timeout_s must be"):
         CpuTwin(cfg, timeout_s=timeout_s)
+
+
+def test_op_session_heap_of_a_finished_job_is_stale_a_running_jobs_is_kept(tmp_path):
+    """hpmoe.mindspore's heaps are named after the group key, which starts with the job launcher's pid
+    (msrun): once that launcher is gone the heap is stale, while it runs the heap is kept."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        tail = "-29500-123456-h7168-i2048-e8-k8-bf16-t8192-s0-C40960"
+        names = [f"hpmoe-{dead.pid}{tail}", f"hpmoe-{dead.pid}{tail}-init4242", f"hpmoe-{live.pid}{tail}"]
+        for name in names:
+            (tmp_path / name).write_bytes(b"\0" * 64)
+        (tmp_path / f"hpmoe-{dead.pid}-not-a-session-name").write_bytes(b"")
+        assert sorted(remove_stale_segments(tmp_path)) == sorted(names[:2])
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted([names[2], f"hpmoe-{dead.pid}-not-a-session-name"])
+    finally:
+        live.kill()
+        live.wait()

@@ -28,6 +28,7 @@ from ..ssc_format import Slot
 from . import native
 from .input_checks import check_ids
 from .routing import plan_rank
+from .shm_names import owner_pid, remove_stale_segments
 from .ssc_cache import SscCache
 
 ATTACH_TIMEOUT_S = 120.0
@@ -140,6 +141,9 @@ class RankSession:
             for old in self._old_names:
                 native.lib().hpmoe_cpu_shm_unlink(old.encode())
             self._old_names = []
+            if owner_pid(name) is None:  # an internal invariant: the sweep below must recognise this name later
+                raise HpmoeError(f"shared heap name {name} does not follow runtime/shm_names.py's session pattern")
+            remove_stale_segments()  # heaps of killed jobs (their launcher is gone); never a live job's
             tmp = f"{name}-init{os.getpid()}"
             heap = native.GroupHeap(layout, tmp, create=True)
             os.rename(f"/dev/shm/{tmp}", f"/dev/shm/{name}")  # peers see only an initialised heap

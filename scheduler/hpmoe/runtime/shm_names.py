@@ -1,8 +1,11 @@
 """Names of the CPU twin's POSIX shared-memory segments, and removal of the ones their launcher left behind.
 
 A segment is named `hpmoe-<launcher pid>-<random>`. The launcher removes it on every exit it can see (normal
-return, error, Ctrl-C, SIGTERM, SIGHUP); only SIGKILL (or a crash of the interpreter) leaves one behind. The
-next launcher removes those: a segment whose owner pid no longer runs, or runs a process that started after
+return, error, Ctrl-C, SIGTERM, SIGHUP); only SIGKILL (or a crash of the interpreter) leaves one behind. An
+op session's heap (`hpmoe.mindspore` under msrun) is named after its group key, which starts with the pid of
+the job's launcher (msrun, the parent of every rank): `hpmoe-<msrun pid>-<port>-<group>-h..-C<bucket>`, and
+`...-init<pid>` while rank 0 fills it; rank 0 removes it when the session closes, a killed job leaves it.
+The next launcher, or the next session's rank 0, removes those: a segment whose owner pid no longer runs, or runs a process that started after
 the segment was last modified (the pid was reused), is stale. Segments of live launchers, including other
 users' and other engineers' concurrent runs, are never touched.
 """
@@ -16,6 +19,8 @@ from pathlib import Path
 SHM_DIR = Path("/dev/shm")
 PREFIX = "hpmoe-"
 _NAME = re.compile(r"^hpmoe-(\d+)-[0-9a-f]{8}$")  # exactly what segment_name makes
+# What op_session names after a group key (mindspore_ext/group.py, host_state.py): owner = the job launcher.
+_SESSION_NAME = re.compile(r"^hpmoe-(\d+)-\d+-\d+-h\d+-i\d+-e\d+-k\d+-\w+-t\d+-s\d+-C\d+(-init\d+)?$")
 
 
 def segment_name(pid: int | None = None) -> str:
@@ -23,7 +28,7 @@ def segment_name(pid: int | None = None) -> str:
 
 
 def owner_pid(name: str) -> int | None:
-    m = _NAME.match(name)
+    m = _NAME.match(name) or _SESSION_NAME.match(name)
     return int(m.group(1)) if m else None
 
 
