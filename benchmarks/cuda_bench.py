@@ -127,7 +127,8 @@ def main() -> int:
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--variants", nargs="+", default=["pipelines:128+4", "mixed", "split"],
+    p.add_argument("--variants", nargs="+",
+                   default=["pipelines+pool:128+4", "pipelines:128+4", "mixed+pool", "mixed", "split"],
                    help="hpmoe schedules timed against the same PyTorch numbers (benchmarks/cuda_variants.py)")
     p.add_argument("--json-out")
     args = p.parse_args()

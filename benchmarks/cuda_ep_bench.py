@@ -35,7 +35,8 @@ def main() -> int:
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--variants", nargs="+", default=["pipelines:128+4", "mixed", "split"],
+    p.add_argument("--variants", nargs="+",
+                   default=["pipelines+pool:128+4", "pipelines:128+4", "mixed+pool", "mixed", "split"],
                    help="hpmoe schedules timed one after the other (benchmarks/cuda_variants.py)")
     p.add_argument("--trace", metavar="FILE", help="per-task GPU trace of the first config's last fwd + bwd")
     args = p.parse_args()

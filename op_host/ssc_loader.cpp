@@ -42,8 +42,11 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
     err = Format("SSC is a %s schedule, given as the %s one", DirName(v.header->direction), DirName(want.direction));
   if (err.empty() && v.header->rank != want.rank)
     err = Format("SSC is for rank %u, loaded on rank %u", v.header->rank, want.rank);
-  if (err.empty() && want.counter_capacity != 0 && v.num_events > want.counter_capacity)
-    err = Format("SSC has %u events; the backend reserves %u counters per rank", v.num_events, want.counter_capacity);
+  // A pool's claim counter is counter num_events: one more than the events.
+  const uint32_t counters = v.num_events + ((v.config().flags & kConfigClaimPool) ? 1u : 0u);
+  if (err.empty() && want.counter_capacity != 0 && counters > want.counter_capacity)
+    err = Format("SSC needs %u counters (events and claim counter); the backend reserves %u per rank", counters,
+                 want.counter_capacity);
   if (err.empty()) err = ValidateAlone(v, want.rank, want.counter_capacity);
   if (!err.empty()) return Format("rank %u %s SSC: %s", want.rank, DirName(want.direction & 1), err.c_str());
   rt::SscProgram& p = out->program;
@@ -56,6 +59,11 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
   p.num_queues = v.num_queues;
   p.rank = want.rank;
   p.invocation = 0;
+  const SscConfig& c = v.config();
+  if (c.flags & kConfigClaimPool) {  // the validator checked: one pool queue after the workers' queues
+    p.pool = &v.queues[c.num_aic + c.num_aiv];
+    p.claimers = c.num_aic;
+  }
   out->loaded = true;
   return "";
 }

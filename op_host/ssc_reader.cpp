@@ -81,11 +81,14 @@ std::string CheckRecords(const SscView& v) {
       if (!e.empty()) return e;
     }
   }
-  if (v.num_queues != c.num_aic + c.num_aiv)
-    return Format("%u queues for %u AIC + %u AIV workers", v.num_queues, c.num_aic, c.num_aiv);
+  const uint32_t pools = (c.flags & kConfigClaimPool) ? 1u : 0u;
+  if (v.num_queues != c.num_aic + c.num_aiv + pools)
+    return Format("%u queues for %u AIC + %u AIV workers%s", v.num_queues, c.num_aic, c.num_aiv,
+                  pools ? " + the claim pool" : "");
   for (uint32_t q = 0; q < v.num_queues; ++q) {
     const SscQueue& queue = v.queues[q];
-    if (queue.queue_type > kVTQ) return Format("queue %u: unknown queue_type %u", q, queue.queue_type);
+    if (queue.queue_type > kPoolQueue || (queue.queue_type == kPoolQueue && !pools))
+      return Format("queue %u: unknown queue_type %u", q, queue.queue_type);
     if (uint64_t(queue.first_entry) + queue.count > v.num_entries)
       return Format("queue %u: entries [%u,+%u) outside %u", q, queue.first_entry, queue.count, v.num_entries);
     for (uint32_t k = 0; k < queue.count; ++k) {
@@ -101,7 +104,9 @@ std::string CheckRecords(const SscView& v) {
 }  // namespace
 
 const char* TaskTypeName(uint32_t type) { return type < kTaskTypeCount ? kTaskTypeNames[type] : "UNKNOWN"; }
-const char* QueueTypeName(uint32_t type) { return type == kCTQ ? "CTQ" : type == kVTQ ? "VTQ" : "UNKNOWN"; }
+const char* QueueTypeName(uint32_t type) {
+  return type == kCTQ ? "CTQ" : type == kVTQ ? "VTQ" : type == kPoolQueue ? "POOL" : "UNKNOWN";
+}
 const char* SlotName(uint32_t slot) { return slot < kSlotCount ? kSlotNames[slot] : "unknown"; }
 
 const SscTensor* SscView::tensor(uint32_t slot) const {

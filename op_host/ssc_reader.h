@@ -48,9 +48,11 @@ std::string CheckConfig(const SscView& view, const SscConfig& expected);
 const char* TaskTypeName(uint32_t type);
 // Whether a queue of `queue_type` may hold a task whose own queue_type is `task_queue_type`: the same type,
 // or, with mixed queues (kConfigMixedQueues), a vector task in a cube queue (never the reverse).
+// The claim pool (kConfigClaimPool) holds cube tasks.
 inline bool QueueMayHold(const SscConfig& c, uint32_t queue_type, uint32_t task_queue_type) {
   return task_queue_type == queue_type ||
-         ((c.flags & kConfigMixedQueues) && queue_type == kCTQ && task_queue_type == kVTQ);
+         ((c.flags & kConfigMixedQueues) && queue_type == kCTQ && task_queue_type == kVTQ) ||
+         ((c.flags & kConfigClaimPool) && queue_type == kPoolQueue && task_queue_type == kCTQ);
 }
 const char* QueueTypeName(uint32_t type);
 const char* SlotName(uint32_t slot);

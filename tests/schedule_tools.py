@@ -15,7 +15,7 @@ def compile_group(cfg: MoeConfig, direction: str) -> list[RankSchedule]:
 def set_queues(s: RankSchedule, queues: list[tuple[int, list[int]]]) -> None:
     """Replace every queue: [(queue_type, task indices), ...], AIC workers first."""
     records, entries = [], []
-    counters = {QueueType.CTQ: 0, QueueType.VTQ: 0}
+    counters = {QueueType.CTQ: 0, QueueType.VTQ: 0, QueueType.POOL: 0}
     for qtype, tasks in queues:
         records.append((qtype, counters[QueueType(qtype)], len(entries), len(tasks)))
         counters[QueueType(qtype)] += 1

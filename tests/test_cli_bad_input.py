@@ -148,11 +148,13 @@ RUN = [(["run", *args], needle) for args, needle in [
     (["--backend", "cuda", "--trace", "{file}/t.json"], "lies under"), (["--backend", "gpu"], "invalid choice"),
     (["--backend", "cuda", "--dtype", "bf16", "--ep", "4096"], "the limit is"),
     (["--backend", "ascendc-cpu", "--mixed-queues"], "AIC cannot run: drop it for --backend ascendc-cpu"),
+    (["--backend", "ascendc-cpu", "--claim-pool"], "not built for the AscendC kernel"),
 ]]
 
 SIMULATE = [(["simulate", *SMALL, *args], needle) for args, needle in [
     (["--hw", "{missing}"], "No such file or directory"), (["--hw", "{dir}"], "Is a directory"),
     (["--mixed-queues"], "compile with --no-mixed-queues"),
+    (["--claim-pool"], "compile without --claim-pool"),
     (["--hw", "{hw_inf}"], "hbm_gbps must be finite"), (["--hw", "{hw_nan}"], "link_gbps must be finite"),
     (["--hw", "{hw_unknown}"], "unknown hardware parameter 'warp_size'"),
     (["--hw", "{hw_str}"], "num_aic must be a number"), (["--hw", "{notjson}"], "not JSON"),

@@ -15,10 +15,10 @@ GOLDEN = Path(__file__).resolve().parent / "golden"
 CASES = [pytest.param(*case, id=golden_name(*case)) for case in GOLDEN_FILES]
 
 
-@pytest.mark.parametrize("ep,rank,direction,mixed_queues", CASES)
-def test_writer_reproduces_golden_bytes(ep, rank, direction, mixed_queues):
-    name = golden_name(ep, rank, direction, mixed_queues)
-    fresh = ssc_io.to_bytes(golden_schedule(ep, rank, direction, mixed_queues))
+@pytest.mark.parametrize("ep,rank,direction,flags", CASES)
+def test_writer_reproduces_golden_bytes(ep, rank, direction, flags):
+    name = golden_name(ep, rank, direction, flags)
+    fresh = ssc_io.to_bytes(golden_schedule(ep, rank, direction, flags))
     golden = (GOLDEN / f"{name}.ssc").read_bytes()
     if fresh != golden:
         first = next(i for i in range(min(len(fresh), len(golden))) if fresh[i] != golden[i]) \
@@ -27,16 +27,16 @@ def test_writer_reproduces_golden_bytes(ep, rank, direction, mixed_queues):
                     f"bytes); if the change is intended run tests/golden/make_golden.py and say so in the commit")
 
 
-@pytest.mark.parametrize("ep,rank,direction,mixed_queues", CASES)
-def test_python_reader_matches_golden_json(ep, rank, direction, mixed_queues):
-    name = golden_name(ep, rank, direction, mixed_queues)
+@pytest.mark.parametrize("ep,rank,direction,flags", CASES)
+def test_python_reader_matches_golden_json(ep, rank, direction, flags):
+    name = golden_name(ep, rank, direction, flags)
     parsed = to_json(ssc_io.read(GOLDEN / f"{name}.ssc"))
     assert parsed == json.loads((GOLDEN / f"{name}.json").read_text()), name
 
 
-@pytest.mark.parametrize("ep,rank,direction,mixed_queues", CASES)
-def test_cpp_reader_matches_golden_json(build_dir, ep, rank, direction, mixed_queues):
-    name = golden_name(ep, rank, direction, mixed_queues)
+@pytest.mark.parametrize("ep,rank,direction,flags", CASES)
+def test_cpp_reader_matches_golden_json(build_dir, ep, rank, direction, flags):
+    name = golden_name(ep, rank, direction, flags)
     out = subprocess.run([str(build_dir / "op_host" / "hpmoe_ssc_dump"), str(GOLDEN / f"{name}.ssc")],
                          check=True, capture_output=True, text=True).stdout
     assert json.loads(out) == json.loads((GOLDEN / f"{name}.json").read_text()), name

@@ -49,7 +49,8 @@ def test_constants_and_enum_counts_match(build_dir):
         "kRefGather": F.REF_GATHER, "kEventRemoteTriggered": F.EVENT_REMOTE_TRIGGERED,
         "kConfigRatr": F.CONFIG_RATR, "kConfigInterleave": F.CONFIG_INTERLEAVE,
         "kConfigMixedQueues": F.CONFIG_MIXED_QUEUES,
-        "kConfigRowPipelines": F.CONFIG_ROW_PIPELINES,
+        "kConfigRowPipelines": F.CONFIG_ROW_PIPELINES, "kConfigClaimPool": F.CONFIG_CLAIM_POOL,
+        "kPoolQueue": int(F.QueueType.POOL),
     }
     for name, value in expected.items():
         assert probe[f"value.{name}"] == value, f"{name}: header {probe[f'value.{name}']}, python {value}"

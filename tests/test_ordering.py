@@ -173,3 +173,20 @@ def test_row_pipelines_validate_for_every_group(ep, overrides):
     cfg = make_config("small", {"ep": ep, "mixed_queues": True, "row_pipelines": True, **overrides})
     for direction in ("fwd", "bwd"):
         assert validate(compile_group(cfg, direction), group=True) == []
+
+
+@pytest.mark.parametrize("overrides", [{}, {"mixed_queues": True, "row_pipelines": True}])
+def test_claim_pool_holds_every_weight_gradient_tile_and_only_those(overrides):
+    cfg = CFG.replace(claim_pool=True, **overrides)
+    for direction in ("fwd", "bwd"):
+        s = schedule_rank(build_group_tasks(cfg, direction), 0)
+        assert len(s.queues) == cfg.num_aic + cfg.num_aiv + 1 and int(s.queues[-1]["queue_type"]) == QueueType.POOL
+        types = s.tasks["task_type"]
+        pool = s.queue_tasks(len(s.queues) - 1).tolist()
+        wgrad = np.nonzero(types == int(TaskType.GMM_WEIGHT_GRAD))[0].tolist()
+        assert sorted(pool) == wgrad  # empty in the forward
+        ops = [int(s.tasks["op_id"][t]) for t in pool]
+        assert ops == sorted(ops)  # dW2 tiles (the larger) are claimed first
+        for q in range(len(s.queues) - 1):
+            assert not set(s.queue_tasks(q).tolist()) & set(pool)
+        assert validate(compile_group(cfg, direction), group=True) == []

@@ -81,6 +81,25 @@ def test_weight_gradient_ahead_of_its_chain_is_a_reported_cycle():
     assert "\n" not in errors[0] and "SWIGLU_GRAD" in errors[0], errors[0]
 
 
+def test_claim_pool_holds_only_cube_tasks_that_trigger_nothing():
+    """Claim order is not fixed, so a pool task may not trigger an event (something would wait on an order
+    nobody fixed), and it must be a cube task (the claimers are the cube-queue workers)."""
+    group = compile_group(make_config("small", {"ep": 2, "claim_pool": True}), "bwd")
+    assert validate(group) == []
+    s = group[0]
+    pool = s.queue_tasks(len(s.queues) - 1).tolist()
+    s.tasks[pool[0]]["trigger_event"][0] = 0
+    assert any("pool: task" in e and "triggers an event" in e for e in validate(group)), validate(group)
+    group = compile_group(make_config("small", {"ep": 2, "claim_pool": True}), "bwd")
+    s = group[0]
+    queues = queues_of(s)
+    swiglu_grad = _first(s, TaskType.SWIGLU_GRAD)
+    queues = [(qt, [t for t in tasks if t != swiglu_grad]) for qt, tasks in queues]
+    queues[-1] = (queues[-1][0], queues[-1][1] + [swiglu_grad])
+    set_queues(s, queues)
+    assert any("pool: task" in e and "is not a cube task" in e for e in validate(group)), validate(group)
+
+
 def test_overlapping_unordered_writes_are_caught():
     group = compile_group(CFG, "fwd")
     s = group[0]

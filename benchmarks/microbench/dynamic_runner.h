@@ -54,6 +54,7 @@ class DynamicSync {
   DynamicSync(cpu::CpuSync& base, DynamicState<Queue>& st) : base_(base), st_(st) {}
   int32_t Wait(uint32_t, uint32_t, rt::WaitResult*) { return rt::kOk; }
   void Signal(uint32_t, uint32_t event) { Completed(event, 1); }
+  uint32_t Claim() { return base_.Claim(); }  // unused: the microbench SSCs have no pool
   void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event, uint32_t value) {
     base_.PutMemSignal(src, dst_rank, dst, bytes, ssc::kNoEvent, 0);
     if (event != ssc::kNoEvent) Completed(event, value);

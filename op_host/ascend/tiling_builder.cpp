@@ -29,6 +29,9 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   if (cfg.flags & ssc::kConfigMixedQueues)
     return "the SSC deals vector tasks to cube workers (mixed queues), which an AI core's AIC cannot run: "
            "compile with --no-mixed-queues";
+  if (cfg.flags & ssc::kConfigClaimPool)
+    return "the SSC has a claim pool (weight-gradient tiles claimed at run time), which this kernel does not "
+           "build: compile without --claim-pool";
   if (2 * cfg.num_aic > req.core_num_aiv)
     return Format("the SSC needs %u AIV cores; this device has %u", 2 * cfg.num_aic, req.core_num_aiv);
   if (cfg.ep > kMaxEp) return Format("ep=%u exceeds the %u peers the kernel's tiling carries", cfg.ep, kMaxEp);

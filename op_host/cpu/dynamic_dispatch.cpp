@@ -30,6 +30,7 @@ class DynamicSync {
   DynamicSync(CpuSync& base, std::vector<RankState>& states) : base_(base), states_(states) {}
   int32_t Wait(uint32_t, uint32_t, rt::WaitResult*) { return rt::kOk; }  // popped tasks are ready by construction
   void Signal(uint32_t rank, uint32_t event) { Completed(rank, event, 1); }
+  uint32_t Claim() { return base_.Claim(); }  // unused: pool tasks are CTQ tasks of the ready queues here
   void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event, uint32_t value) {
     base_.PutMemSignal(src, dst_rank, dst, bytes, ssc::kNoEvent, 0);
     if (event != ssc::kNoEvent) Completed(dst_rank, event, value);

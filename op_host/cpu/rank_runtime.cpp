@@ -52,6 +52,7 @@ std::unique_ptr<RankRuntime> RankRuntime::Open(const GroupMemory& group, const H
     *error = LoadProgram(data[d], size[d], config, rank, d, rt->layout_, &rt->programs_[d]);
     if (!error->empty()) return nullptr;
     rt->sync_[d].reset(new CpuSync(group, rank, layout.counter_offset[d], options.timeout_ms * 1000000ull));
+    rt->sync_[d]->SetClaimCounter(rt->programs_[d].program.num_events);  // used only when the SSC has a pool
   }
   rt->ctx_.cfg = config;
   rt->ctx_.rank = rank;

@@ -123,7 +123,7 @@ std::string CudaGroup::CheckBinding(uint32_t rank, uint32_t direction) const {
 }
 
 std::string CudaGroup::CheckCoResidency(uint32_t rank, uint32_t direction) const {
-  const uint32_t workers = ranks_[rank].ssc[direction].program.num_queues;
+  const uint32_t workers = cfg_.num_aic + cfg_.num_aiv;  // one block per worker (a pool queue is no worker)
   const int dev = ranks_[rank].device;
   cudaDeviceProp prop;
   HPMOE_CUDA_TRY(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
@@ -194,6 +194,7 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
   d.program.events = reinterpret_cast<const ssc::SscEvent*>(rebase(l.program.events));
   d.program.queues = reinterpret_cast<const ssc::SscQueue*>(rebase(l.program.queues));
   d.program.entries = reinterpret_cast<const uint32_t*>(rebase(l.program.entries));
+  if (l.program.pool != nullptr) d.program.pool = reinterpret_cast<const ssc::SscQueue*>(rebase(l.program.pool));
   d.cfg = cfg_;
   d.rank = rank;
   d.direction = direction;
@@ -269,7 +270,7 @@ std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
     cudaSetDevice(s.device);
     void* args[] = {&s.dev_rank[direction]};
     cudaEventRecord(static_cast<cudaEvent_t>(s.events[0]), stream);
-    const cudaError_t e = cudaLaunchCooperativeKernel(Kernel(cfg_.dtype), dim3(s.host_rank[direction].program.num_queues),
+    const cudaError_t e = cudaLaunchCooperativeKernel(Kernel(cfg_.dtype), dim3(cfg_.num_aic + cfg_.num_aiv),
                                                       dim3(kThreads), args, kWorkerSmemBytes, stream);
     if (e != cudaSuccess) {
       failed_ = true;

@@ -66,6 +66,10 @@ class AscendSync {
 
   HPMOE_DEVICE void Signal(uint32_t rank, uint32_t event) { AddToCounter(rank, event, 1); }
 
+  // Pool claims (kConfigClaimPool) are not built for Ascend: the tiling builder refuses such an SSC and this
+  // kernel's program never has a pool, so the loop never calls this.
+  HPMOE_DEVICE uint32_t Claim() { return 0xFFFFFFFFu; }
+
   // AIV only (puts are VTQ tasks): payload GM -> UB -> peer GM in chunks, barrier, then the counter add.
   // `src` may be null with bytes = 0 when the handler moved the payload itself (gathers).
   HPMOE_DEVICE void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event,

@@ -33,6 +33,10 @@ class CpuSync {
 
   void Signal(uint32_t rank, uint32_t event) { __atomic_fetch_add(Counter(rank, event), 1u, __ATOMIC_RELEASE); }
 
+  // Pool claims (kConfigClaimPool): a plain atomic fetch-add; the claimed task's own waits order its reads.
+  uint32_t Claim() { return __atomic_fetch_add(Counter(rank_, claim_counter_), 1u, __ATOMIC_RELAXED); }
+  void SetClaimCounter(uint32_t index) { claim_counter_ = index; }
+
   // One-sided put: `dst` is a local symmetric address; the bytes land at the same offset on `dst_rank`. The
   // release add orders the copy before the signal (empty puts move nothing and still signal).
   void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event,
@@ -58,6 +62,7 @@ class CpuSync {
 
  private:
   GroupMemory group_;
+  uint32_t claim_counter_ = 0;  // counter num_events of the program when it has a pool (SetClaimCounter)
   uint32_t rank_;
   uint64_t counter_offset_;
   uint64_t timeout_ns_;

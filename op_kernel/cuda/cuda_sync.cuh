@@ -112,6 +112,17 @@ class CudaSync {
     if (threadIdx.x == 0) AddRelease(d_.Counter(rank, event), 1u);
   }
 
+  // Pool claims (kConfigClaimPool): thread 0 fetch-adds the rank's claim counter (counter num_events; the
+  // claimed task's own waits order its reads), the block gets the value through shared memory.
+  __device__ uint32_t Claim() {
+    __shared__ uint32_t claimed;
+    if (threadIdx.x == 0) claimed = atomicAdd(d_.Counter(d_.rank, d_.program.num_events), 1u);
+    __syncthreads();
+    const uint32_t k = claimed;
+    __syncthreads();  // every thread has read it before the next claim writes it
+    return k;
+  }
+
   // `dst` is the symmetric (local-layout) address; the payload lands in dst_rank's segment. src == nullptr
   // with bytes == 0 signals a payload the handler already wrote through Peer() (gathered rows).
   __device__ void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event,

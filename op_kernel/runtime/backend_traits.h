@@ -4,6 +4,8 @@
 //                void    Signal(uint32_t rank, uint32_t event)                release add 1
 //                void    PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes,
 //                                     uint32_t event, uint32_t value)         copy, release, add
+//                uint32_t Claim()                                     fetch-add 1 on the rank's claim counter
+//                                                                     (counter num_events), the old value
 //   Handlers - one member per task type: int32_t Name(const TaskCall&) returning 0 or an error code.
 // Missing pieces fail the build with the static_assert messages below (no virtual calls anywhere).
 #pragma once
@@ -25,6 +27,12 @@ struct WaitResult {
   template <class B>                                                  \
   struct NAME<B, VoidT<decltype(EXPR)>> : IsSame<decltype(EXPR), int32_t> {};
 
+#define HPMOE_DETECT_U32(NAME, EXPR)                                  \
+  template <class B, class = void>                                    \
+  struct NAME : FalseType {};                                         \
+  template <class B>                                                  \
+  struct NAME<B, VoidT<decltype(EXPR)>> : IsSame<decltype(EXPR), uint32_t> {};
+
 #define HPMOE_DETECT_VOID(NAME, EXPR)                                 \
   template <class B, class = void>                                    \
   struct NAME : FalseType {};                                         \
@@ -33,6 +41,7 @@ struct WaitResult {
 
 HPMOE_DETECT(HasWait, Declval<B&>().Wait(0u, 0u, static_cast<WaitResult*>(nullptr)))
 HPMOE_DETECT_VOID(HasSignal, Declval<B&>().Signal(0u, 0u))
+HPMOE_DETECT_U32(HasClaim, Declval<B&>().Claim())
 HPMOE_DETECT_VOID(HasPutMemSignal, Declval<B&>().PutMemSignal(static_cast<const void*>(nullptr), 0u,
                                                              static_cast<void*>(nullptr), uint64_t(0), 0u, 0u))
 
@@ -52,6 +61,7 @@ HPMOE_DEVICE constexpr bool CheckBackend() {
   static_assert(HasWait<Sync>::value,
                 "hpmoe backend Sync lacks `int32_t Wait(uint32_t event, uint32_t target, WaitResult*)`");
   static_assert(HasSignal<Sync>::value, "hpmoe backend Sync lacks `void Signal(uint32_t rank, uint32_t event)`");
+  static_assert(HasClaim<Sync>::value, "hpmoe backend Sync lacks `uint32_t Claim()`");
   static_assert(HasPutMemSignal<Sync>::value,
                 "hpmoe backend Sync lacks `void PutMemSignal(const void*, uint32_t dst_rank, void* dst, "
                 "uint64_t bytes, uint32_t event, uint32_t value)`");

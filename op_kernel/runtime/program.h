@@ -17,6 +17,10 @@ struct SscProgram {
   uint32_t num_queues;
   uint32_t rank;
   uint32_t invocation;  // n = 1, 2, ... of this SSC on this rank (epoch rule, docs/design.md)
+  // kConfigClaimPool: the pool queue and how many workers (queues 0..claimers-1) claim from it after their own
+  // queue; nullptr / 0 when the SSC has no pool. The claim counter is counter num_events of this rank.
+  const ssc::SscQueue* pool;
+  uint32_t claimers;
 };
 
 // What a handler gets: the TD, where it came from, and, for puts, the trigger to fuse with the payload.

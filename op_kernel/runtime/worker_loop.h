@@ -43,7 +43,38 @@ HPMOE_DEVICE void FillReport(WorkerReport* r, int32_t status, const SscProgram& 
   r->detail = detail;
 }
 
-// Runs worker `queue` of program `p` to the end. Returns kOk, or the status also written to `report`.
+// Runs one task: waits on each dependent counter, the handler, then the triggers. `pos` is where the report
+// says the task stood in the worker's queue (past the queue's end: the pool, in claim order).
+template <class Sync, class Handlers>
+HPMOE_DEVICE int32_t RunTask(const SscProgram& p, uint32_t queue, uint32_t pos, uint32_t id, Sync& sync,
+                             Handlers& handlers, WorkerReport* report) {
+  const ssc::SscTask& task = p.tasks[id];
+  for (uint32_t w = 0; w < ssc::kMaxWaits; ++w) {
+    const uint32_t event = task.dependent_event[w];
+    if (event == ssc::kNoEvent) continue;
+    WaitResult seen{0, 0};
+    const int32_t st = sync.Wait(event, EpochTarget(p.invocation, p.events[event].threshold), &seen);
+    if (st != kOk) {
+      FillReport(report, st, p, queue, pos, id, event, seen.counter, seen.detail);
+      return st;
+    }
+  }
+  const bool put = IsPutTask(task.task_type);
+  TaskCall call{&task, id, queue, task.trigger_rank[0], put ? task.trigger_event[0] : ssc::kNoEvent, p.invocation};
+  const int32_t err = DispatchTask(handlers, call);
+  if (err != 0) {
+    const int32_t st = err == kErrInjectedFault ? kInjectedFault : err < 0 ? kBadTask : kHandlerFailed;
+    FillReport(report, st, p, queue, pos, id, ssc::kNoEvent, 0, err);
+    return st;
+  }
+  for (uint32_t k = put ? 1u : 0u; k < ssc::kMaxTriggers; ++k) {
+    if (task.trigger_event[k] != ssc::kNoEvent) sync.Signal(task.trigger_rank[k], task.trigger_event[k]);
+  }
+  return kOk;
+}
+
+// Runs worker `queue` of program `p` to the end, then, for a claiming worker, pool tasks until the pool of
+// this invocation is empty. Returns kOk, or the status also written to `report`.
 template <class Sync, class Handlers>
 HPMOE_DEVICE int32_t RunWorkerQueue(const SscProgram& p, uint32_t queue, Sync& sync, Handlers& handlers,
                                     WorkerReport* report) {
@@ -51,31 +82,20 @@ HPMOE_DEVICE int32_t RunWorkerQueue(const SscProgram& p, uint32_t queue, Sync& s
   const ssc::SscQueue& q = p.queues[queue];
   const uint32_t* entries = p.entries + q.first_entry;
   for (uint32_t pos = 0; pos < q.count; ++pos) {
-    const uint32_t id = entries[pos];
-    const ssc::SscTask& task = p.tasks[id];
-    for (uint32_t w = 0; w < ssc::kMaxWaits; ++w) {
-      const uint32_t event = task.dependent_event[w];
-      if (event == ssc::kNoEvent) continue;
-      WaitResult seen{0, 0};
-      const int32_t st = sync.Wait(event, EpochTarget(p.invocation, p.events[event].threshold), &seen);
-      if (st != kOk) {
-        FillReport(report, st, p, queue, pos, id, event, seen.counter, seen.detail);
-        return st;
-      }
-    }
-    const bool put = IsPutTask(task.task_type);
-    TaskCall call{&task, id, queue, task.trigger_rank[0], put ? task.trigger_event[0] : ssc::kNoEvent, p.invocation};
-    const int32_t err = DispatchTask(handlers, call);
-    if (err != 0) {
-      const int32_t st = err == kErrInjectedFault ? kInjectedFault : err < 0 ? kBadTask : kHandlerFailed;
-      FillReport(report, st, p, queue, pos, id, ssc::kNoEvent, 0, err);
-      return st;
-    }
-    for (uint32_t k = put ? 1u : 0u; k < ssc::kMaxTriggers; ++k) {
-      if (task.trigger_event[k] != ssc::kNoEvent) sync.Signal(task.trigger_rank[k], task.trigger_event[k]);
-    }
+    const int32_t st = RunTask(p, queue, pos, entries[pos], sync, handlers, report);
+    if (st != kOk) return st;
   }
-  return kOk;
+  if (p.pool == nullptr || queue >= p.claimers) return kOk;
+  // Every invocation moves the claim counter by exactly pool size + claimers: each task is claimed once and
+  // each claimer stops at its first claim past the end (uint32 arithmetic wraps with the counter).
+  const uint32_t* pool = p.entries + p.pool->first_entry;
+  const uint32_t base = (p.invocation - 1u) * (p.pool->count + p.claimers);
+  for (;;) {
+    const uint32_t k = sync.Claim() - base;
+    if (k >= p.pool->count) return kOk;
+    const int32_t st = RunTask(p, queue, q.count + k, pool[k], sync, handlers, report);
+    if (st != kOk) return st;
+  }
 }
 
 }  // namespace rt

@@ -39,6 +39,11 @@ class RankSchedule:
     def direction_name(self) -> str:
         return "fwd" if self.direction == Direction.FORWARD else "bwd"
 
+    @property
+    def counters_needed(self) -> int:
+        """Counters a backend reserves for this file: one per event, plus the pool's claim counter."""
+        return len(self.events) + (1 if self.cfg.claim_pool else 0)
+
     def queue_tasks(self, queue_index: int) -> np.ndarray:
         q = self.queues[queue_index]
         return self.entries[q["first_entry"]:q["first_entry"] + q["count"]]
@@ -114,8 +119,8 @@ def _queue_records(cfg: MoeConfig, tasks: list[Task]) -> tuple[np.ndarray, np.nd
     local_index = {id(t): i for i, t in enumerate(tasks)}
     queues = build_queues(cfg, tasks)
     records, entries = [], []
-    for queue_type in (QueueType.CTQ, QueueType.VTQ):
-        for worker, queue in enumerate(queues[queue_type]):
+    for queue_type in (QueueType.CTQ, QueueType.VTQ, QueueType.POOL):
+        for worker, queue in enumerate(queues.get(queue_type, [])):
             records.append((queue_type, worker, len(entries), len(queue)))
             entries.extend(local_index[id(t)] for t in queue)
     return np.array(records, QUEUE_DTYPE), np.array(entries, np.dtype("<u4"))

@@ -11,7 +11,8 @@ from typing import Any, Mapping
 
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .errors import ConfigError
-from .ssc_format import CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR, CONFIG_ROW_PIPELINES, DType
+from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR, CONFIG_ROW_PIPELINES,
+                         DType)
 
 DTYPE_NAMES = {"fp32": DType.FP32, "fp16": DType.FP16, "bf16": DType.BF16}
 
@@ -36,6 +37,7 @@ class MoeConfig:
     interleave: bool = True
     mixed_queues: bool = False  # dispatch puts and final reductions on every worker (CPU twin, CUDA; not Ascend)
     row_pipelines: bool = False  # each row tile's chain on one cube-queue worker (needs mixed_queues)
+    claim_pool: bool = False  # weight-gradient tiles claimed at run time by the cube-queue workers (CPU twin, CUDA)
 
     # ---- derived ------------------------------------------------------------------------------
     @property
@@ -67,7 +69,8 @@ class MoeConfig:
     @property
     def flags(self) -> int:
         return ((CONFIG_RATR if self.ratr else 0) | (CONFIG_INTERLEAVE if self.interleave else 0) |
-                (CONFIG_MIXED_QUEUES if self.mixed_queues else 0) | (CONFIG_ROW_PIPELINES if self.row_pipelines else 0))
+                (CONFIG_MIXED_QUEUES if self.mixed_queues else 0) | (CONFIG_ROW_PIPELINES if self.row_pipelines else 0) |
+                (CONFIG_CLAIM_POOL if self.claim_pool else 0))
 
     @property
     def max_rows_per_pair(self) -> int:
@@ -132,6 +135,7 @@ def _check_fields(cfg: MoeConfig) -> None:
         check_bool("interleave", cfg.interleave)
         check_bool("mixed_queues", cfg.mixed_queues)
         check_bool("row_pipelines", cfg.row_pipelines)
+        check_bool("claim_pool", cfg.claim_pool)
     except ValueCheckError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -205,4 +209,5 @@ def config_from_ssc_fields(fields: Mapping[str, int]) -> MoeConfig:
     return resolve(MoeConfig(dtype=dtype, ratr=bool(flags & CONFIG_RATR),
                              interleave=bool(flags & CONFIG_INTERLEAVE),
                              mixed_queues=bool(flags & CONFIG_MIXED_QUEUES),
-                             row_pipelines=bool(flags & CONFIG_ROW_PIPELINES), **kwargs))
+                             row_pipelines=bool(flags & CONFIG_ROW_PIPELINES),
+                             claim_pool=bool(flags & CONFIG_CLAIM_POOL), **kwargs))

@@ -33,6 +33,7 @@ class Direction(enum.IntEnum):
 class QueueType(enum.IntEnum):
     CTQ = 0
     VTQ = 1
+    POOL = 2  # claim_pool: one queue after the workers', claimed at run time by the CTQ workers
 
 
 class DType(enum.IntEnum):
@@ -109,6 +110,7 @@ CONFIG_RATR = 1 << 0
 CONFIG_INTERLEAVE = 1 << 1
 CONFIG_MIXED_QUEUES = 1 << 2
 CONFIG_ROW_PIPELINES = 1 << 3
+CONFIG_CLAIM_POOL = 1 << 4
 
 
 class Section(enum.IntEnum):

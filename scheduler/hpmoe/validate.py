@@ -86,7 +86,7 @@ class _Group:
         """Queue and worker of every task; only needed to name tasks in a message."""
         for rank, s in self.schedules.items():
             for qi, q in enumerate(s.queues.tolist()):
-                name = "CTQ" if q[0] == QueueType.CTQ else "VTQ"
+                name = QueueType(q[0]).name if q[0] in set(QueueType) else f"queue type {q[0]}"
                 for task in s.queue_tasks(qi).tolist():
                     self.where[self.base[rank] + task] = (name, q[1])
 
@@ -137,8 +137,10 @@ def _check_structure(s: RankSchedule, errors: list[str]) -> None:
                        (refs["col_offset"].astype(np.int64) + refs["cols"] > cols_of[slot]) |
                        (refs["rank"] >= cfg.ep))
         report(over.any(axis=1), lambda i: f"{field} region exceeds its tensor")
-    if len(s.queues) != cfg.num_aic + cfg.num_aiv:
-        errors.append(f"rank {s.rank}: {len(s.queues)} queues for {cfg.num_aic} AIC + {cfg.num_aiv} AIV workers")
+    pools = 1 if cfg.claim_pool else 0
+    if len(s.queues) != cfg.num_aic + cfg.num_aiv + pools:
+        errors.append(f"rank {s.rank}: {len(s.queues)} queues for {cfg.num_aic} AIC + {cfg.num_aiv} AIV workers"
+                      + (" + the claim pool" if pools else ""))
     counts = np.zeros(n_tasks, np.int64)
     for qi, q in enumerate(s.queues.tolist()):
         first, count = q[2], q[3]
@@ -151,6 +153,20 @@ def _check_structure(s: RankSchedule, errors: list[str]) -> None:
             continue
         np.add.at(counts, entries, 1)
         types_here = tasks["queue_type"][entries]
+        expected = QueueType.CTQ if qi < cfg.num_aic else QueueType.VTQ if qi < cfg.num_aic + cfg.num_aiv \
+            else QueueType.POOL
+        if q[0] != expected:
+            errors.append(f"rank {s.rank} queue {qi}: queue_type {q[0]}, expected {expected.name}")
+            continue
+        if q[0] == QueueType.POOL:  # cube tasks that nothing waits on: claimed in any order, never a cycle
+            wrong = np.nonzero(types_here != QueueType.CTQ)[0]
+            if len(wrong):
+                errors.append(f"rank {s.rank} pool: task {int(entries[wrong[0]])} is not a cube task")
+            fires = np.nonzero((tasks["trigger_event"][entries] != NO_EVENT).any(axis=1))[0]
+            if len(fires):
+                errors.append(f"rank {s.rank} pool: task {int(entries[fires[0]])} triggers an event; a pool task "
+                              f"must trigger none (claim order is not fixed)")
+            continue
         # Mixed queues let cube workers run vector tasks too, never the reverse.
         shared = (q[0] == QueueType.CTQ) & (types_here == QueueType.VTQ) & cfg.mixed_queues
         wrong = np.nonzero((types_here != q[0]) & ~shared)[0]
@@ -294,6 +310,8 @@ def _edges(g: _Group, triggers) -> tuple[list[list[int]], dict[int, tuple[int, i
     for rank, s in g.schedules.items():
         base = g.base[rank]
         for qi in range(len(s.queues)):
+            if int(s.queues[qi]["queue_type"]) == QueueType.POOL:
+                continue  # claimed in any order by any claimer: no order edges (pool tasks trigger nothing)
             entries = s.queue_tasks(qi).tolist()
             for a, b in zip(entries[:-1], entries[1:]):
                 succ[base + a].append(base + b)

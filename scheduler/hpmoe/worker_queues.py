@@ -7,6 +7,9 @@ put waits on), so the receive slots fill at the speed of all workers, not of the
 top-k reductions, which cannot start before the last GMM tile's rows come back, after each worker's own queue.
 Row pipelines (cfg.row_pipelines, needs mixed queues): the cube-queue workers also run every row tile's
 vector steps, one whole chain per worker (pipelines.py).
+Claim pool (cfg.claim_pool): the weight-gradient tiles go to one pool queue instead of the workers' queues;
+the cube-queue workers claim them at run time after their own queue, larger tiles (dW2) first. A tile costs
+in proportion to its expert's rows, which a static deal made for balanced routing cannot know.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from .tasks import Task
 HEAD_TYPES = (TaskType.DISPATCH_PUT, TaskType.BWD_DISPATCH_PUT)
 TAIL_TYPES = (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE)
 SETUP_TYPES = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)  # every put waits on them: never behind a put
+POOL_TYPES = (TaskType.GMM_WEIGHT_GRAD,)  # claim_pool: nothing waits on them (they trigger no event)
 
 
 def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list[Task]]]:
@@ -34,10 +38,14 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
         tail = [t for t in vtq if t.task_type in TAIL_TYPES]
         moved = HEAD_TYPES + TAIL_TYPES + (CHAIN_TYPES + EARLY_TYPES if cfg.row_pipelines else ())
         orders[QueueType.VTQ] = [t for t in vtq if t.task_type not in moved]
+    pool = sorted((t for t in tasks if t.task_type in POOL_TYPES), key=lambda t: (t.op_id, t.task_index)) \
+        if cfg.claim_pool else []
     if cfg.row_pipelines:
-        ctq = deal_units(cfg, pipeline_units(cfg, tasks), cfg.num_aic)
+        units = [u for u in pipeline_units(cfg, tasks) if u[0].task_type not in POOL_TYPES or not pool]
+        ctq = deal_units(cfg, units, cfg.num_aic)
     else:
-        ctq = deal_by_expected_work(cfg, orders[QueueType.CTQ], cfg.num_aic)
+        ctq = deal_by_expected_work(cfg, [t for t in orders[QueueType.CTQ] if t.task_type not in POOL_TYPES or not pool],
+                                    cfg.num_aic)
     queues = {QueueType.CTQ: ctq, QueueType.VTQ: deal_by_expected_work(cfg, orders[QueueType.VTQ], cfg.num_aiv)}
     everyone = queues[QueueType.CTQ] + queues[QueueType.VTQ]
     if head:
@@ -46,4 +54,6 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
             queue[setup:setup] = share
     for i, task in enumerate(tail):  # last in every queue: nothing a worker runs earlier can wait on them
         everyone[i % len(everyone)].append(task)
+    if cfg.claim_pool:
+        queues[QueueType.POOL] = [pool]
     return queues

@@ -12,6 +12,7 @@ struct StubSync {
   int32_t Wait(uint32_t, uint32_t, WaitResult*) { return 0; }
   void Signal(uint32_t, uint32_t) {}
   void PutMemSignal(const void*, uint32_t, void*, uint64_t, uint32_t, uint32_t) {}
+  uint32_t Claim() { return 0; }
 };
 
 struct StubHandlers {

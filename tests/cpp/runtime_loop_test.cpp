@@ -34,6 +34,11 @@ struct MockSync {
     log->calls.push_back("signal " + std::to_string(rank) + ":" + std::to_string(event));
     ++counters[event];
   }
+  uint32_t claimed = 0;  // the pool's claim counter
+  uint32_t Claim() {
+    log->calls.push_back("claim " + std::to_string(claimed));
+    return claimed++;
+  }
   void PutMemSignal(const void*, uint32_t rank, void*, uint64_t bytes, uint32_t event, uint32_t) {
     log->calls.push_back("put " + std::to_string(bytes) + " signal " + std::to_string(rank) + ":" +
                          std::to_string(event));
@@ -88,7 +93,7 @@ struct Fixture {
     events[0] = {2, 0, 0, 0};
     events[1] = {1, 0, 0, 0};
     queue = {ssc::kVTQ, 0, 0, 3};
-    program = {tasks, events, &queue, entries, 3, 2, 1, 0, invocation};
+    program = {tasks, events, &queue, entries, 3, 2, 1, 0, invocation, nullptr, 0};
   }
 };
 
@@ -102,6 +107,38 @@ TEST(WorkerLoop, RunsWaitHandlerTriggerInQueueOrderAndFusesPutSignal) {
   const std::vector<std::string> want = {"DispatchPut task 0", "put 8 signal 1:0", "signal 0:1", "wait 1>=1",
                                          "Gmm task 1",         "signal 0:0",       "wait 0>=2",  "Swiglu task 2"};
   EXPECT_EQ(log.calls, want);
+}
+
+// Claim pool: two claimers, three pool tasks. Each invocation runs every pool task exactly once and moves the
+// claim counter by pool size + claimers (each claimer's last claim is past the end), so invocation 2 starts
+// where invocation 1 left the counter, whichever worker claims first.
+TEST(WorkerLoop, PoolTasksRunOnceEachInvocationWhoeverClaims) {
+  ssc::SscTask tasks[3];
+  for (auto& t : tasks) t = MakeTask(ssc::kTaskGmmWeightGrad, ssc::kNoEvent, ssc::kNoEvent, ssc::kNoEvent);
+  ssc::SscQueue queues[3] = {{ssc::kCTQ, 0, 0, 0}, {ssc::kCTQ, 1, 0, 0}, {ssc::kPoolQueue, 0, 0, 3}};
+  uint32_t entries[3] = {2, 0, 1};  // claim order: task 2 first
+  Log log;
+  MockSync sync{&log};
+  MockHandlers handlers{&log, &sync};
+  for (uint32_t invocation = 1; invocation <= 2; ++invocation) {
+    rt::SscProgram p{tasks, nullptr, queues, entries, 3, 0, 3, 0, invocation, &queues[2], 2};
+    log.calls.clear();
+    const uint32_t first = invocation == 1 ? 0 : 1;  // which worker reaches the pool first
+    ASSERT_EQ(rt::RunWorkerQueue(p, first, sync, handlers, nullptr), rt::kOk);
+    ASSERT_EQ(rt::RunWorkerQueue(p, 1 - first, sync, handlers, nullptr), rt::kOk);
+    const uint32_t b = (invocation - 1) * 5;
+    const std::vector<std::string> want = {
+        "claim " + std::to_string(b),     "GmmWeightGrad task 2", "claim " + std::to_string(b + 1),
+        "GmmWeightGrad task 0",           "claim " + std::to_string(b + 2), "GmmWeightGrad task 1",
+        "claim " + std::to_string(b + 3), "claim " + std::to_string(b + 4)};
+    EXPECT_EQ(log.calls, want) << "invocation " << invocation;
+  }
+  EXPECT_EQ(sync.claimed, 10u);
+  // A worker past the claimers (a vector queue) never claims.
+  rt::SscProgram p{tasks, nullptr, queues, entries, 3, 0, 3, 0, 3, &queues[2], 1};
+  log.calls.clear();
+  ASSERT_EQ(rt::RunWorkerQueue(p, 1, sync, handlers, nullptr), rt::kOk);
+  EXPECT_TRUE(log.calls.empty());
 }
 
 TEST(WorkerLoop, EpochTargetsScaleWithTheInvocation) {

@@ -41,13 +41,14 @@ std::string ParseModified(const Loaded& src, bool fix_checksum, void (*mutate)(u
 
 TEST(SscReader, ParsesGoldenForwardAndBackward) {
   for (const char* name : {"small_ep2_rank0.fwd.ssc", "small_ep2_rank1.bwd.ssc", "small_ep3_rank2.fwd.ssc",
-                           "small_ep2_rank1_mixed_queues.bwd.ssc"}) {
+                           "small_ep2_rank1_mixed_queues.bwd.ssc", "small_ep2_rank0_claim_pool.bwd.ssc"}) {
     Loaded l;
     Load(name, &l);
     ASSERT_EQ(l.error, "") << name;
     EXPECT_EQ(l.view.header->magic, kMagic);
     EXPECT_GT(l.view.num_tasks, 0u) << name;
-    EXPECT_EQ(l.view.num_queues, l.view.config().num_aic + l.view.config().num_aiv) << name;
+    const uint32_t pools = (l.view.config().flags & kConfigClaimPool) ? 1u : 0u;
+    EXPECT_EQ(l.view.num_queues, l.view.config().num_aic + l.view.config().num_aiv + pools) << name;
     uint32_t queued = 0;
     for (uint32_t q = 0; q < l.view.num_queues; ++q) queued += l.view.queues[q].count;
     EXPECT_EQ(queued, l.view.num_tasks) << name << ": every task sits in exactly one queue";

@@ -56,9 +56,10 @@ def run_group(cfg, inputs, iterations: int = 1, timeout_s: float = 10.0):
 @pytest.mark.parametrize("ep", [1, 2, 4])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("routing", ["balanced", "skewed", "empty"])
-@pytest.mark.parametrize("queues", ["split", "mixed", "pipelines"])
+@pytest.mark.parametrize("queues", ["split", "mixed", "pipelines", "pipelines+pool"])
 def test_outputs_match_float64_reference(ep, dtype, routing, queues):
-    cfg, inputs = config(ep, dtype, routing, mixed_queues=queues != "split", row_pipelines=queues == "pipelines")
+    cfg, inputs = config(ep, dtype, routing, mixed_queues=queues != "split", row_pipelines="pipelines" in queues,
+                         claim_pool="pool" in queues)
     outputs, _ = run_group(cfg, inputs)
     ref = moe_reference(inputs.x, inputs.w1, inputs.w2, inputs.topk_ids, inputs.topk_weights, inputs.dy)
     rows = compare(outputs, ref, dtype)
@@ -74,7 +75,8 @@ def test_repeated_runs_are_bitwise_identical():
     # The same tasks on other workers: mixed queues and row pipelines change who runs a task, not its order.
     _, mixed = run_group(cfg.replace(mixed_queues=True), inputs)
     _, pipelines = run_group(cfg.replace(mixed_queues=True, row_pipelines=True), inputs)
-    for raw in raws[1:] + again + mixed + pipelines:
+    _, pool = run_group(cfg.replace(claim_pool=True), inputs, iterations=3)  # claims across invocations
+    for raw in raws[1:] + again + mixed + pipelines + pool:
         for name in raw:
             assert np.array_equal(raw[name], raws[0][name]), f"{name} differs between runs"
 

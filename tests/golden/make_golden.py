@@ -18,17 +18,18 @@ HERE = Path(__file__).resolve().parent
 # Frozen here (not the "small" preset) so a preset change does not move the goldens.
 GOLDEN_CONFIG = dict(tokens=64, hidden=64, inter=32, experts_per_rank=2, topk=2, dtype="fp32", tile_m=16,
                      wgrad_tile=16, token_tile=16, num_aic=2, num_aiv=4)
-# (ep, rank, direction, mixed_queues): the last one has vector tasks in cube queues (kConfigMixedQueues).
-GOLDEN_FILES = [(2, 0, "fwd", False), (2, 1, "bwd", False), (3, 2, "fwd", False), (3, 0, "bwd", False),
-                (2, 1, "bwd", True)]
+# (ep, rank, direction, flags set on): vector tasks in cube queues (kConfigMixedQueues), a claim pool
+# (kConfigClaimPool).
+GOLDEN_FILES = [(2, 0, "fwd", ()), (2, 1, "bwd", ()), (3, 2, "fwd", ()), (3, 0, "bwd", ()),
+                (2, 1, "bwd", ("mixed_queues",)), (2, 0, "bwd", ("claim_pool",))]
 
 
-def golden_name(ep: int, rank: int, direction: str, mixed_queues: bool = False) -> str:
-    return f"small_ep{ep}_rank{rank}{'_mixed_queues' if mixed_queues else ''}.{direction}"
+def golden_name(ep: int, rank: int, direction: str, flags: tuple[str, ...] = ()) -> str:
+    return f"small_ep{ep}_rank{rank}{''.join('_' + f for f in flags)}.{direction}"
 
 
-def golden_schedule(ep: int, rank: int, direction: str, mixed_queues: bool = False):
-    cfg = make_config(None, dict(GOLDEN_CONFIG, ep=ep, mixed_queues=mixed_queues))
+def golden_schedule(ep: int, rank: int, direction: str, flags: tuple[str, ...] = ()):
+    cfg = make_config(None, dict(GOLDEN_CONFIG, ep=ep, **{f: True for f in flags}))
     (schedule,) = compile_schedules(cfg, [direction], [rank])
     return schedule
 

@@ -40,6 +40,7 @@ def test_dtypes_and_routings(dtype, routing):
     dict(ep=1),                                                                   # single rank
     dict(ep=3, mixed_queues=True, tokens=96, routing="skewed"),                   # puts, reductions on cube workers
     dict(ep=4, mixed_queues=True, row_pipelines=True, routing="skewed"),         # whole row chains per worker
+    dict(ep=3, claim_pool=True, routing="skewed", dtype="bf16"),                 # weight gradients claimed
 ])
 def test_shapes(overrides):
     cfg, inputs, ref = case(**overrides)

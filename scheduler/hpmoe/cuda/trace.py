@@ -32,7 +32,12 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
             events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{d} rank {s.rank} (GPU)"}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
             st = stamps[(d, s.rank)]
+            workers = s.cfg.num_aic + s.cfg.num_aiv
+            last_end = {}  # AIC lane -> end of its last task: where a claimed pool task can have run
             for q in range(len(s.queues)):
+                if q >= workers:
+                    events.extend(_pool_events(s, q, st, origin, pid, last_end))
+                    continue
                 unit, idx = (0, q) if q < num_aic else (1, q - num_aic)
                 tid = unit * 1000 + idx
                 events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
@@ -41,10 +46,31 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
                     b, e = int(st[t, 0]), int(st[t, 1])
                     if b == 0 or e < b:
                         continue  # not run (a failed launch) or not stamped
-                    events.append({"ph": "X", "name": TaskType(int(s.tasks[t]["task_type"])).name, "pid": pid,
-                                   "tid": tid, "ts": round((b - origin) / 1000.0, 3), "dur": round((e - b) / 1000.0, 3),
-                                   "args": {"task": t, "peer": int(s.tasks[t]["peer"])}})
+                    if unit == 0:
+                        last_end[tid] = max(last_end.get(tid, 0), e)
+                    events.append(_task_event(s, t, pid, tid, b, e, origin))
     return events
+
+
+def _task_event(s: RankSchedule, t: int, pid: int, tid: int, b: int, e: int, origin: int, **extra) -> dict:
+    return {"ph": "X", "name": TaskType(int(s.tasks[t]["task_type"])).name, "pid": pid, "tid": tid,
+            "ts": round((b - origin) / 1000.0, 3), "dur": round((e - b) / 1000.0, 3),
+            "args": {"task": t, "peer": int(s.tasks[t]["peer"]), **extra}}
+
+
+def _pool_events(s: RankSchedule, q: int, st: np.ndarray, origin: int, pid: int, last_end: dict) -> list[dict]:
+    """Claimed tasks carry no worker id: each goes on the AIC lane that finished last before it started (a
+    claimer runs its pool tasks one after another, after its own queue), marked "pool"."""
+    out = []
+    for t in sorted(s.queue_tasks(q).tolist(), key=lambda t: int(st[t, 0])):
+        b, e = int(st[t, 0]), int(st[t, 1])
+        if b == 0 or e < b:
+            continue
+        free = [(end, tid) for tid, end in last_end.items() if end <= b]
+        tid = max(free)[1] if free else 1999  # an overlap the lanes cannot place: a lane of its own
+        last_end[tid] = e
+        out.append(_task_event(s, t, pid, tid, b, e, origin, pool=True))
+    return out
 
 
 def write_trace(path: str | Path, schedules: list[RankSchedule], stamps: dict[tuple[str, int], np.ndarray]) -> None:

@@ -63,6 +63,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.backend == "ascendc-cpu" and cfg.mixed_queues:
         raise HpmoeError("--mixed-queues deals vector tasks to cube workers, which an AI core's AIC cannot run: "
                          "drop it for --backend ascendc-cpu")
+    if args.backend == "ascendc-cpu" and cfg.claim_pool:
+        raise HpmoeError("--claim-pool is not built for the AscendC kernel: drop it for --backend ascendc-cpu")
     limits.check_run(cfg)  # before the routing draw: that alone can be T x experts floats per rank
     topk_ids, topk_weights = make_routing(cfg, args.routing, args.seed)
     if args.recv_rows_per_src is None:  # pick the bucket that fits this routing

@@ -68,7 +68,7 @@ def _read_group(folder: Path, want: MoeConfig, rank: int, capacity: int | None) 
             if cfg is not None and s.cfg != cfg:
                 raise SscFormatError(f"{path}: its config differs from the other files of {folder}")
             cfg = s.cfg
-            counters[i] = max(counters[i], len(s.events))
+            counters[i] = max(counters[i], s.counters_needed)
             if r == rank:
                 mine[d] = data
     return Bucket(cfg, mine["fwd"], mine["bwd"], (counters[0], counters[1]), f"{folder}")
@@ -136,7 +136,7 @@ class SscCache:
         if bucket is None:
             schedules = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
             data = {(s.rank, s.direction_name): ssc_io.to_bytes(s) for s in schedules}
-            counters = tuple(max(len(s.events) for s in schedules if s.direction_name == d) for d in ("fwd", "bwd"))
+            counters = tuple(max(s.counters_needed for s in schedules if s.direction_name == d) for d in ("fwd", "bwd"))
             if folder is not None:
                 folder.mkdir(parents=True, exist_ok=True)
                 for (r, d), b in data.items():

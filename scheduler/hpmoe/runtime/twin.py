@@ -83,7 +83,7 @@ class CpuTwin:
         counters = {"fwd": 0, "bwd": 0}
         for s in schedules:
             self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
-            counters[s.direction_name] = max(counters[s.direction_name], len(s.events))
+            counters[s.direction_name] = max(counters[s.direction_name], s.counters_needed)
         for blobs in self.ssc.values():
             if all(blobs):  # the launcher holds the whole group: every threshold against every trigger
                 error, _ = native.validate_ssc(blobs)

@@ -44,6 +44,8 @@ class Prediction:
 
 
 def check_hw_fits(cfg: MoeConfig, hw: Hardware) -> None:
+    if cfg.claim_pool:
+        raise HpmoeError("the A3 model deals static queues only: compile without --claim-pool")
     if cfg.mixed_queues:
         raise HpmoeError("the hardware model is an Ascend device, whose AIC cannot run the vector tasks mixed "
                          "queues deal to cube workers: compile with --no-mixed-queues")
