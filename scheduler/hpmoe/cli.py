@@ -51,9 +51,10 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str | None = Non
                    help="deal the dispatch puts and the final top-k reductions over every worker, cube ones "
                         "included (CPU twin and CUDA; an Ascend AIC cannot run them). Default: on for --backend "
                         "cuda, else off")
-    g.add_argument("--claim-pool", action="store_true",
+    g.add_argument("--claim-pool", action=argparse.BooleanOptionalAction, default=None,
                    help="weight-gradient tiles in a pool claimed at run time by the cube-queue workers, so skewed "
-                        "routing does not leave one worker with the hot experts' tiles (CPU twin and CUDA)")
+                        "routing does not leave one worker with the hot experts' tiles (CPU twin and CUDA). "
+                        "Default: on for --backend cuda, else off")
     g.add_argument("--row-pipelines", action="store_true",
                    help="each row tile's whole chain (GMM, SwiGLU, GMM, combine put) on one cube-queue worker; "
                         "implies --mixed-queues (CPU twin and CUDA)")
@@ -66,8 +67,7 @@ def config_from_args(args: argparse.Namespace) -> MoeConfig:
     if args.no_interleave:
         overrides["interleave"] = False
     overrides["mixed_queues"] = getattr(args, "mixed_queues", None)
-    if getattr(args, "claim_pool", False):
-        overrides["claim_pool"] = True
+    overrides["claim_pool"] = getattr(args, "claim_pool", None)
     if getattr(args, "row_pipelines", False):
         overrides["row_pipelines"] = True
         if overrides["mixed_queues"] is None:  # pipelines run vector tasks on cube workers: mixed queues

@@ -55,6 +55,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.backend == "cuda":
         if args.mixed_queues is None:  # every CUDA block runs every handler
             cfg = cfg.replace(mixed_queues=True)
+        if args.claim_pool is None:  # the CUDA Sync claims weight-gradient tiles at run time
+            cfg = cfg.replace(claim_pool=True)
         if args.trace is not None:  # refuse a bad trace path before the GPUs run, not after
             check_output_file(args.trace, "trace file")
         limits.check_compile(cfg, cfg.ep)  # the host compiles the group and holds float64 inputs
