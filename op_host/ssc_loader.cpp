@@ -42,8 +42,9 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
     err = Format("SSC is a %s schedule, given as the %s one", DirName(v.header->direction), DirName(want.direction));
   if (err.empty() && v.header->rank != want.rank)
     err = Format("SSC is for rank %u, loaded on rank %u", v.header->rank, want.rank);
-  // A pool's claim counter is counter num_events: one more than the events.
-  const uint32_t counters = v.num_events + ((v.config().flags & kConfigClaimPool) ? 1u : 0u);
+  // A pool's claim counter is counter num_events: one more than the events. (The header is read only once the
+  // file parsed: a failed parse leaves the view empty.)
+  const uint32_t counters = err.empty() ? v.num_events + ((v.config().flags & kConfigClaimPool) ? 1u : 0u) : 0u;
   if (err.empty() && want.counter_capacity != 0 && counters > want.counter_capacity)
     err = Format("SSC needs %u counters (events and claim counter); the backend reserves %u per rank", counters,
                  want.counter_capacity);
