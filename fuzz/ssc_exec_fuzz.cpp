@@ -84,7 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const uint32_t r = l->view.header->rank;
     if (by_rank[r] != nullptr || ssc::CheckConfig(l->view, cfg) != "") return 0;
     by_rank[r] = l.get();
-    max_events = l->view.num_events > max_events ? l->view.num_events : max_events;
+    const uint32_t need = ssc::CountersNeeded(l->view);  // events, plus a pool's claim counter
+    max_events = need > max_events ? need : max_events;
   }
   const std::string group_err = ssc::ValidateGroup(by_rank.data(), cfg.ep);
   OneLine(group_err);

@@ -44,7 +44,7 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
     err = Format("SSC is for rank %u, loaded on rank %u", v.header->rank, want.rank);
   // A pool's claim counter is counter num_events: one more than the events. (The header is read only once the
   // file parsed: a failed parse leaves the view empty.)
-  const uint32_t counters = err.empty() ? v.num_events + ((v.config().flags & kConfigClaimPool) ? 1u : 0u) : 0u;
+  const uint32_t counters = err.empty() ? CountersNeeded(v) : 0u;
   if (err.empty() && want.counter_capacity != 0 && counters > want.counter_capacity)
     err = Format("SSC needs %u counters (events and claim counter); the backend reserves %u per rank", counters,
                  want.counter_capacity);
@@ -61,8 +61,9 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
   p.rank = want.rank;
   p.invocation = 0;
   const SscConfig& c = v.config();
-  if (c.flags & kConfigClaimPool) {  // the validator checked: one pool queue after the workers' queues
-    p.pool = &v.queues[c.num_aic + c.num_aiv];
+  if (c.flags & kConfigClaimPool) {  // the validator checked: only pool queues after the workers' queues
+    p.pool = v.queues + (c.num_aic + c.num_aiv);
+    p.num_pool = v.num_queues - (c.num_aic + c.num_aiv);
     p.claimers = c.num_aic;
   }
   out->loaded = true;

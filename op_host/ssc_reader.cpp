@@ -81,10 +81,10 @@ std::string CheckRecords(const SscView& v) {
       if (!e.empty()) return e;
     }
   }
-  const uint32_t pools = (c.flags & kConfigClaimPool) ? 1u : 0u;
-  if (v.num_queues != c.num_aic + c.num_aiv + pools)
+  const bool pools = (c.flags & kConfigClaimPool) != 0;
+  if (pools ? v.num_queues < c.num_aic + c.num_aiv : v.num_queues != c.num_aic + c.num_aiv)
     return Format("%u queues for %u AIC + %u AIV workers%s", v.num_queues, c.num_aic, c.num_aiv,
-                  pools ? " + the claim pool" : "");
+                  pools ? " + pool queues" : "");
   for (uint32_t q = 0; q < v.num_queues; ++q) {
     const SscQueue& queue = v.queues[q];
     if (queue.queue_type > kPoolQueue || (queue.queue_type == kPoolQueue && !pools))

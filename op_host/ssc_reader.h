@@ -48,11 +48,16 @@ std::string CheckConfig(const SscView& view, const SscConfig& expected);
 const char* TaskTypeName(uint32_t type);
 // Whether a queue of `queue_type` may hold a task whose own queue_type is `task_queue_type`: the same type,
 // or, with mixed queues (kConfigMixedQueues), a vector task in a cube queue (never the reverse).
-// The claim pool (kConfigClaimPool) holds cube tasks.
+// Counters a backend reserves for a parsed file: one per event, plus the claim counter of a pool.
+inline uint32_t CountersNeeded(const SscView& v) {
+  return v.num_events + ((v.config().flags & kConfigClaimPool) ? 1u : 0u);
+}
+
+// Pool queues (kConfigClaimPool) hold what their claimers, the CTQ workers, may run.
 inline bool QueueMayHold(const SscConfig& c, uint32_t queue_type, uint32_t task_queue_type) {
   return task_queue_type == queue_type ||
          ((c.flags & kConfigMixedQueues) && queue_type == kCTQ && task_queue_type == kVTQ) ||
-         ((c.flags & kConfigClaimPool) && queue_type == kPoolQueue && task_queue_type == kCTQ);
+         ((c.flags & kConfigClaimPool) && queue_type == kPoolQueue && QueueMayHold(c, kCTQ, task_queue_type));
 }
 const char* QueueTypeName(uint32_t type);
 const char* SlotName(uint32_t slot);

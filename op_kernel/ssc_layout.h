@@ -34,8 +34,8 @@ constexpr uint32_t kCounterStrideBytes = 64;  // each event counter owns one cac
 
 enum Direction : uint32_t { kForward = 0, kBackward = 1 };
 
-// CTQ: AIC (cube) tasks; VTQ: AIV (vector) tasks; pool (kConfigClaimPool): one queue after the workers', its
-// tasks claimed at run time by the CTQ workers.
+// CTQ: AIC (cube) tasks; VTQ: AIV (vector) tasks; pool (kConfigClaimPool): the queues after the workers',
+// each one unit that a CTQ worker claims at run time and runs whole.
 enum QueueType : uint32_t { kCTQ = 0, kVTQ = 1, kPoolQueue = 2 };
 
 enum DType : uint32_t { kFP32 = 0, kFP16 = 1, kBF16 = 2, kINT32 = 3 };
@@ -120,7 +120,7 @@ enum ConfigFlags : uint32_t {
   kConfigMixedQueues = 1u << 2,  // CTQs may also hold vector tasks (dispatch puts, top-k reductions): only for
                                  // backends whose every worker runs every handler (CPU twin, CUDA)
   kConfigRowPipelines = 1u << 3,  // each row tile's chain on one cube-queue worker (needs kConfigMixedQueues)
-  kConfigClaimPool = 1u << 4,    // weight-gradient tiles in a pool queue, claimed at run time by the CTQ workers
+  kConfigClaimPool = 1u << 4,    // pool queues after the workers' queues, claimed at run time by the CTQ workers
                                  // through counter num_events (CPU twin, CUDA)
 };
 

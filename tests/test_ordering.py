@@ -175,18 +175,34 @@ def test_row_pipelines_validate_for_every_group(ep, overrides):
         assert validate(compile_group(cfg, direction), group=True) == []
 
 
-@pytest.mark.parametrize("overrides", [{}, {"mixed_queues": True, "row_pipelines": True}])
-def test_claim_pool_holds_every_weight_gradient_tile_and_only_those(overrides):
-    cfg = CFG.replace(claim_pool=True, **overrides)
+def test_claim_pool_alone_holds_every_weight_gradient_tile_and_only_those():
+    cfg = CFG.replace(claim_pool=True)
     for direction in ("fwd", "bwd"):
         s = schedule_rank(build_group_tasks(cfg, direction), 0)
-        assert len(s.queues) == cfg.num_aic + cfg.num_aiv + 1 and int(s.queues[-1]["queue_type"]) == QueueType.POOL
-        types = s.tasks["task_type"]
-        pool = s.queue_tasks(len(s.queues) - 1).tolist()
-        wgrad = np.nonzero(types == int(TaskType.GMM_WEIGHT_GRAD))[0].tolist()
-        assert sorted(pool) == wgrad  # empty in the forward
+        workers = cfg.num_aic + cfg.num_aiv
+        assert all(int(q["queue_type"]) == QueueType.POOL for q in s.queues[workers:])
+        pool = [t for q in range(workers, len(s.queues)) for t in s.queue_tasks(q).tolist()]
+        wgrad = np.nonzero(s.tasks["task_type"] == int(TaskType.GMM_WEIGHT_GRAD))[0].tolist()
+        assert sorted(pool) == wgrad and len(pool) == len(s.queues) - workers  # one tile a unit; none in fwd
         ops = [int(s.tasks["op_id"][t]) for t in pool]
         assert ops == sorted(ops)  # dW2 tiles (the larger) are claimed first
-        for q in range(len(s.queues) - 1):
-            assert not set(s.queue_tasks(q).tolist()) & set(pool)
         assert validate(compile_group(cfg, direction), group=True) == []
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_claim_pool_with_pipelines_holds_chains_then_gradients_then_reductions(direction):
+    cfg = CFG.replace(claim_pool=True, mixed_queues=True, row_pipelines=True)
+    s = schedule_rank(build_group_tasks(cfg, direction), 0)
+    workers = cfg.num_aic + cfg.num_aiv
+    units = [[int(s.tasks["task_type"][t]) for t in s.queue_tasks(q)] for q in range(workers, len(s.queues))]
+    chain = [int(t) for t in (TaskType.GMM, TaskType.SWIGLU, TaskType.GMM) if direction == "fwd"] or \
+        [int(t) for t in (TaskType.GMM_TRANS_B, TaskType.SWIGLU_GRAD, TaskType.GMM_TRANS_B)]
+    kinds = ["chain" if u[:3] == chain and u[3] == TaskType.COMBINE_PUT else
+             "wgrad" if u == [TaskType.GMM_WEIGHT_GRAD] else
+             "reduce" if len(u) == 1 and u[0] in (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE) else str(u)
+             for u in units]
+    order = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]
+    assert order == (["chain", "reduce"] if direction == "fwd" else ["chain", "wgrad", "reduce"]), order
+    claimers_own = {int(t) for q in range(cfg.num_aic) for t in s.tasks["task_type"][s.queue_tasks(q)]}
+    assert not claimers_own & set(chain + [int(TaskType.COMBINE_REDUCE), int(TaskType.BWD_COMBINE_REDUCE)])
+    assert validate(compile_group(cfg, direction), group=True) == []

@@ -81,23 +81,41 @@ def test_weight_gradient_ahead_of_its_chain_is_a_reported_cycle():
     assert "\n" not in errors[0] and "SWIGLU_GRAD" in errors[0], errors[0]
 
 
-def test_claim_pool_holds_only_cube_tasks_that_trigger_nothing():
-    """Claim order is not fixed, so a pool task may not trigger an event (something would wait on an order
-    nobody fixed), and it must be a cube task (the claimers are the cube-queue workers)."""
-    group = compile_group(make_config("small", {"ep": 2, "claim_pool": True}), "bwd")
+def test_claim_pool_order_and_claimers_queues_are_checked():
+    """Pool units are claimed in order by the cube-queue workers after their own queue: a unit ahead of one it
+    waits on, or a claimer's own task waiting on the pool, is a cycle; a vector task needs mixed queues."""
+    cfg = make_config("small", {"ep": 2, "claim_pool": True, "mixed_queues": True, "row_pipelines": True})
+    group = compile_group(cfg, "bwd")
     assert validate(group) == []
     s = group[0]
-    pool = s.queue_tasks(len(s.queues) - 1).tolist()
-    s.tasks[pool[0]]["trigger_event"][0] = 0
-    assert any("pool: task" in e and "triggers an event" in e for e in validate(group)), validate(group)
+    workers = cfg.num_aic + cfg.num_aiv
+    queues = queues_of(s)
+    # A dW1 unit (it reads dH: waits on every chain's SwiGLU gradient) claimed before the chains.
+    wgrad_q = next(i for i, (qt, tasks) in enumerate(queues) if i >= workers
+                   and int(s.tasks[tasks[0]]["task_type"]) == TaskType.GMM_WEIGHT_GRAD
+                   and int(s.tasks[tasks[0]]["op_id"]) == 5)
+    set_queues(s, queues[:workers] + [queues[wgrad_q]] + [q for i, q in enumerate(queues[workers:], workers)
+                                                          if i != wgrad_q])
+    errors = validate(group)
+    assert len(errors) == 1 and errors[0].startswith("deadlock") and "POOL" in errors[0], errors
+    # A claimer's own queue ending with a reduce that waits on pooled combine puts.
+    group = compile_group(cfg, "bwd")
+    s = group[0]
+    queues = queues_of(s)
+    reduce_q = next(i for i, (qt, tasks) in enumerate(queues) if i >= workers
+                    and int(s.tasks[tasks[0]]["task_type"]) == TaskType.BWD_COMBINE_REDUCE)
+    queues[0] = (queues[0][0], queues[0][1] + queues[reduce_q][1])
+    set_queues(s, [q for i, q in enumerate(queues) if i != reduce_q])
+    errors = validate(group)
+    assert len(errors) == 1 and errors[0].startswith("deadlock"), errors
+    # A vector task in the pool without mixed queues.
     group = compile_group(make_config("small", {"ep": 2, "claim_pool": True}), "bwd")
     s = group[0]
     queues = queues_of(s)
     swiglu_grad = _first(s, TaskType.SWIGLU_GRAD)
     queues = [(qt, [t for t in tasks if t != swiglu_grad]) for qt, tasks in queues]
-    queues[-1] = (queues[-1][0], queues[-1][1] + [swiglu_grad])
-    set_queues(s, queues)
-    assert any("pool: task" in e and "is not a cube task" in e for e in validate(group)), validate(group)
+    set_queues(s, queues + [(QueueType.POOL, [swiglu_grad])])
+    assert any("is a vector task" in e for e in validate(group)), validate(group)
 
 
 def test_overlapping_unordered_writes_are_caught():

@@ -134,7 +134,7 @@ std::unique_ptr<SwigluAddWorkload> SwigluAddWorkload::Create(const WorkloadShape
       w->queues_[order].push_back(ssc::SscQueue{ssc::kVTQ, q, first, uint32_t(entries.size()) - first});
     }
     w->programs_[order] = rt::SscProgram{w->tasks_.data(), w->events_.data(), w->queues_[order].data(),
-                                         entries.data(), 2 * n, n, K, 0, 0, nullptr, 0};
+                                         entries.data(), 2 * n, n, K, 0, 0, nullptr, 0, 0};
   }
   return w;
 }

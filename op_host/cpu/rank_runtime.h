@@ -43,10 +43,10 @@ class RankRuntime {
   std::string Prepare(uint32_t direction);
   // Runs worker `queue` of the prepared launch on the calling thread; fills the report on failure.
   int32_t RunWorker(uint32_t queue, rt::WorkerReport* report);
-  // One thread per worker queue; a claim pool is a queue but no worker (its tasks are claimed by the CTQ workers).
+  // One thread per worker queue; pool queues are units the CTQ workers claim, not workers.
   uint32_t num_workers(uint32_t direction) const {
     const rt::SscProgram& p = programs_[direction].program;
-    return p.num_queues - (p.pool != nullptr ? 1u : 0u);
+    return p.num_queues - p.num_pool;
   }
   const rt::SscProgram& program(uint32_t direction) const { return programs_[direction].program; }
   // The validated SSC image and view (other backends launch from it; ssc::ValidateGroup reads it).

@@ -8,19 +8,22 @@ namespace validate {
 
 std::string CheckQueueRecords(const SscView& v) {
   const SscConfig& c = v.config();
-  const uint32_t workers = c.num_aic + c.num_aiv, pools = (c.flags & kConfigClaimPool) ? 1u : 0u;
-  if (v.num_queues != workers + pools)
+  const uint32_t workers = c.num_aic + c.num_aiv;
+  const bool pools = (c.flags & kConfigClaimPool) != 0;
+  if (pools ? v.num_queues < workers : v.num_queues != workers)
     return Format("queues: %u, the config has %u AIC + %u AIV workers%s", v.num_queues, c.num_aic, c.num_aiv,
-                  pools ? " + the claim pool" : "");
+                  pools ? " + pool queues" : "");
   std::vector<uint8_t> seen(v.num_tasks, 0);
   uint64_t entries = 0;
   for (uint32_t q = 0; q < v.num_queues; ++q) {
     const SscQueue& queue = v.queues[q];
     // AIC workers first, then AIV (the worker index the runtime reports is derived from this order).
-    // AIC workers, AIV workers, then the claim pool (worker 0): its tasks are cube tasks that trigger nothing,
-    // so any claimer may run them in any order without a cycle (the loop claims after its own queue).
+    // AIC workers, AIV workers, then the pool queues (units claimed in index order; "worker" is the unit index).
+    // Deadlock freedom with the pool (Python validator): the pool read as one queue run after every claimer's
+    // own queue, which is what in-order claims reduce to.
     const bool aic = q < c.num_aic, pool = q >= workers;
-    const uint32_t type = pool ? kPoolQueue : aic ? kCTQ : kVTQ, worker = pool ? 0 : aic ? q : q - c.num_aic;
+    const uint32_t type = pool ? kPoolQueue : aic ? kCTQ : kVTQ;
+    const uint32_t worker = pool ? q - workers : aic ? q : q - c.num_aic;
     if (queue.queue_type != type) return Format("queue %u field queue_type: %u, expected %u", q, queue.queue_type, type);
     if (queue.worker != worker) return Format("queue %u field worker: %u, expected %u", q, queue.worker, worker);
     if (uint64_t(queue.first_entry) + queue.count > v.num_entries)
@@ -30,12 +33,6 @@ std::string CheckQueueRecords(const SscView& v) {
     for (uint32_t k = 0; k < queue.count; ++k) {
       const uint32_t task = v.entries[queue.first_entry + k];
       if (task >= v.num_tasks) return Format("queue %u entry %u: task %u, the file has %u tasks", q, k, task, v.num_tasks);
-      if (pool) {
-        for (uint32_t t = 0; t < kMaxTriggers; ++t)
-          if (v.tasks[task].trigger_event[t] != kNoEvent)
-            return Format("pool entry %u: task %u (%s) triggers event %u; a pool task must trigger none", k, task,
-                          TaskTypeName(v.tasks[task].task_type), v.tasks[task].trigger_event[t]);
-      }
       if (!QueueMayHold(c, type, v.tasks[task].queue_type))
         return Format("queue %u entry %u: task %u (%s) field queue_type: %u, this queue is %s", q, k, task,
                       TaskTypeName(v.tasks[task].task_type), v.tasks[task].queue_type, QueueTypeName(type));

@@ -17,9 +17,11 @@ struct SscProgram {
   uint32_t num_queues;
   uint32_t rank;
   uint32_t invocation;  // n = 1, 2, ... of this SSC on this rank (epoch rule, docs/design.md)
-  // kConfigClaimPool: the pool queue and how many workers (queues 0..claimers-1) claim from it after their own
-  // queue; nullptr / 0 when the SSC has no pool. The claim counter is counter num_events of this rank.
+  // kConfigClaimPool: the pool queues (units, claimed in index order, each run whole by its claimer) and how
+  // many workers (queues 0..claimers-1) claim after their own queue; nullptr / 0 / 0 without a pool. The claim
+  // counter is counter num_events of this rank.
   const ssc::SscQueue* pool;
+  uint32_t num_pool;
   uint32_t claimers;
 };
 

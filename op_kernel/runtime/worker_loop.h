@@ -73,7 +73,7 @@ HPMOE_DEVICE int32_t RunTask(const SscProgram& p, uint32_t queue, uint32_t pos, 
   return kOk;
 }
 
-// Runs worker `queue` of program `p` to the end, then, for a claiming worker, pool tasks until the pool of
+// Runs worker `queue` of program `p` to the end, then, for a claiming worker, pool units until the pool of
 // this invocation is empty. Returns kOk, or the status also written to `report`.
 template <class Sync, class Handlers>
 HPMOE_DEVICE int32_t RunWorkerQueue(const SscProgram& p, uint32_t queue, Sync& sync, Handlers& handlers,
@@ -86,15 +86,19 @@ HPMOE_DEVICE int32_t RunWorkerQueue(const SscProgram& p, uint32_t queue, Sync& s
     if (st != kOk) return st;
   }
   if (p.pool == nullptr || queue >= p.claimers) return kOk;
-  // Every invocation moves the claim counter by exactly pool size + claimers: each task is claimed once and
-  // each claimer stops at its first claim past the end (uint32 arithmetic wraps with the counter).
-  const uint32_t* pool = p.entries + p.pool->first_entry;
-  const uint32_t base = (p.invocation - 1u) * (p.pool->count + p.claimers);
+  // Every invocation moves the claim counter by exactly units + claimers: each unit is claimed once and each
+  // claimer stops at its first claim past the end (uint32 arithmetic wraps with the counter). A report's
+  // position past the worker's queue counts the tasks it ran from the pool.
+  const uint32_t base = (p.invocation - 1u) * (p.num_pool + p.claimers);
+  uint32_t pos = q.count;
   for (;;) {
     const uint32_t k = sync.Claim() - base;
-    if (k >= p.pool->count) return kOk;
-    const int32_t st = RunTask(p, queue, q.count + k, pool[k], sync, handlers, report);
-    if (st != kOk) return st;
+    if (k >= p.num_pool) return kOk;
+    const uint32_t* unit = p.entries + p.pool[k].first_entry;
+    for (uint32_t i = 0; i < p.pool[k].count; ++i, ++pos) {
+      const int32_t st = RunTask(p, queue, pos, unit[i], sync, handlers, report);
+      if (st != kOk) return st;
+    }
   }
 }
 

@@ -137,10 +137,10 @@ def _check_structure(s: RankSchedule, errors: list[str]) -> None:
                        (refs["col_offset"].astype(np.int64) + refs["cols"] > cols_of[slot]) |
                        (refs["rank"] >= cfg.ep))
         report(over.any(axis=1), lambda i: f"{field} region exceeds its tensor")
-    pools = 1 if cfg.claim_pool else 0
-    if len(s.queues) != cfg.num_aic + cfg.num_aiv + pools:
+    workers = cfg.num_aic + cfg.num_aiv
+    if len(s.queues) < workers if cfg.claim_pool else len(s.queues) != workers:
         errors.append(f"rank {s.rank}: {len(s.queues)} queues for {cfg.num_aic} AIC + {cfg.num_aiv} AIV workers"
-                      + (" + the claim pool" if pools else ""))
+                      + (" + pool queues" if cfg.claim_pool else ""))
     counts = np.zeros(n_tasks, np.int64)
     for qi, q in enumerate(s.queues.tolist()):
         first, count = q[2], q[3]
@@ -158,14 +158,11 @@ def _check_structure(s: RankSchedule, errors: list[str]) -> None:
         if q[0] != expected:
             errors.append(f"rank {s.rank} queue {qi}: queue_type {q[0]}, expected {expected.name}")
             continue
-        if q[0] == QueueType.POOL:  # cube tasks that nothing waits on: claimed in any order, never a cycle
-            wrong = np.nonzero(types_here != QueueType.CTQ)[0]
+        if q[0] == QueueType.POOL:  # run by a cube-queue worker: what it may hold, a CTQ may hold
+            wrong = np.nonzero((types_here != QueueType.CTQ) & ~((types_here == QueueType.VTQ) & cfg.mixed_queues))[0]
             if len(wrong):
-                errors.append(f"rank {s.rank} pool: task {int(entries[wrong[0]])} is not a cube task")
-            fires = np.nonzero((tasks["trigger_event"][entries] != NO_EVENT).any(axis=1))[0]
-            if len(fires):
-                errors.append(f"rank {s.rank} pool: task {int(entries[fires[0]])} triggers an event; a pool task "
-                              f"must trigger none (claim order is not fixed)")
+                errors.append(f"rank {s.rank} pool queue {qi}: task {int(entries[wrong[0]])} is a vector task; "
+                              f"its claimers are cube-queue workers (compile with mixed queues)")
             continue
         # Mixed queues let cube workers run vector tasks too, never the reverse.
         shared = (q[0] == QueueType.CTQ) & (types_here == QueueType.VTQ) & cfg.mixed_queues
@@ -309,12 +306,24 @@ def _edges(g: _Group, triggers) -> tuple[list[list[int]], dict[int, tuple[int, i
                 succ[t.gid].append(node(key))
     for rank, s in g.schedules.items():
         base = g.base[rank]
+        pool: list[int] = []
         for qi in range(len(s.queues)):
-            if int(s.queues[qi]["queue_type"]) == QueueType.POOL:
-                continue  # claimed in any order by any claimer: no order edges (pool tasks trigger nothing)
             entries = s.queue_tasks(qi).tolist()
+            if int(s.queues[qi]["queue_type"]) == QueueType.POOL:
+                pool.extend(entries)
+                continue
             for a, b in zip(entries[:-1], entries[1:]):
                 succ[base + a].append(base + b)
+        # Claims in pool order by any claimer reduce to this: the pool units as one queue, run after every
+        # claimer's own queue. (If one worker could run that queue, the lowest unfinished claimed unit can
+        # always proceed: its pool inputs come from earlier units, the rest from queues that do not wait on it.)
+        for a, b in zip(pool[:-1], pool[1:]):
+            succ[base + a].append(base + b)
+        if pool:
+            for qi in range(min(s.cfg.num_aic, len(s.queues))):
+                own = s.queue_tasks(qi).tolist()
+                if own:
+                    succ[base + own[-1]].append(base + pool[0])
     return succ, {v: k for k, v in event_node.items()}
 
 

@@ -7,9 +7,10 @@ put waits on), so the receive slots fill at the speed of all workers, not of the
 top-k reductions, which cannot start before the last GMM tile's rows come back, after each worker's own queue.
 Row pipelines (cfg.row_pipelines, needs mixed queues): the cube-queue workers also run every row tile's
 vector steps, one whole chain per worker (pipelines.py).
-Claim pool (cfg.claim_pool): the weight-gradient tiles go to one pool queue instead of the workers' queues;
-the cube-queue workers claim them at run time after their own queue, larger tiles (dW2) first. A tile costs
-in proportion to its expert's rows, which a static deal made for balanced routing cannot know.
+Claim pool (cfg.claim_pool): work whose cost follows the routing leaves the workers' queues for pool units,
+which the cube-queue workers claim at run time, in order, after their own queue: the weight-gradient tiles
+(a tile costs in proportion to its expert's rows, which a deal made for balanced routing cannot know), and
+with row pipelines also every chain and the final reductions (see _pool_units).
 """
 from __future__ import annotations
 
@@ -23,13 +24,29 @@ from .tasks import Task
 HEAD_TYPES = (TaskType.DISPATCH_PUT, TaskType.BWD_DISPATCH_PUT)
 TAIL_TYPES = (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE)
 SETUP_TYPES = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)  # every put waits on them: never behind a put
-POOL_TYPES = (TaskType.GMM_WEIGHT_GRAD,)  # claim_pool: nothing waits on them (they trigger no event)
+
+
+def _pool_units(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
+    """What the claim pool holds, in claim order. Alone: each weight-gradient tile, dW2's (the larger) first.
+    With row pipelines: every chain in CTQ order, then the weight-gradient tiles, then the final reductions
+    (they wait on the chains' combine puts, so they may not stay in a claimer's own queue)."""
+    wgrad = [[t] for t in sorted((t for t in tasks if t.task_type == TaskType.GMM_WEIGHT_GRAD),
+                                 key=lambda t: (t.op_id, t.task_index))]
+    if not cfg.row_pipelines:
+        return wgrad
+    chains = [u for u in pipeline_units(cfg, tasks) if u[0].task_type in CHAIN_TYPES]
+    reduces = [[t] for t in queue_order(cfg, tasks, QueueType.VTQ) if t.task_type in TAIL_TYPES]
+    return chains + wgrad + reduces
 
 
 def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list[Task]]]:
     """Per-worker queues of one rank, keyed by queue type (round-robin puts whole runs of expected-empty
-    tiles on the same workers when the tiles per slot and the worker count share a factor)."""
-    orders = {queue_type: queue_order(cfg, tasks, queue_type) for queue_type in (QueueType.CTQ, QueueType.VTQ)}
+    tiles on the same workers when the tiles per slot and the worker count share a factor); under POOL, the
+    pool's units in claim order."""
+    pool = _pool_units(cfg, tasks) if cfg.claim_pool else []
+    pooled = {id(t) for unit in pool for t in unit}
+    orders = {queue_type: [t for t in queue_order(cfg, tasks, queue_type) if id(t) not in pooled]
+              for queue_type in (QueueType.CTQ, QueueType.VTQ)}
     head: list[Task] = []
     tail: list[Task] = []
     if cfg.mixed_queues:
@@ -38,14 +55,11 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
         tail = [t for t in vtq if t.task_type in TAIL_TYPES]
         moved = HEAD_TYPES + TAIL_TYPES + (CHAIN_TYPES + EARLY_TYPES if cfg.row_pipelines else ())
         orders[QueueType.VTQ] = [t for t in vtq if t.task_type not in moved]
-    pool = sorted((t for t in tasks if t.task_type in POOL_TYPES), key=lambda t: (t.op_id, t.task_index)) \
-        if cfg.claim_pool else []
     if cfg.row_pipelines:
-        units = [u for u in pipeline_units(cfg, tasks) if u[0].task_type not in POOL_TYPES or not pool]
+        units = [u for u in pipeline_units(cfg, tasks) if id(u[0]) not in pooled]
         ctq = deal_units(cfg, units, cfg.num_aic)
     else:
-        ctq = deal_by_expected_work(cfg, [t for t in orders[QueueType.CTQ] if t.task_type not in POOL_TYPES or not pool],
-                                    cfg.num_aic)
+        ctq = deal_by_expected_work(cfg, orders[QueueType.CTQ], cfg.num_aic)
     queues = {QueueType.CTQ: ctq, QueueType.VTQ: deal_by_expected_work(cfg, orders[QueueType.VTQ], cfg.num_aiv)}
     everyone = queues[QueueType.CTQ] + queues[QueueType.VTQ]
     if head:
@@ -55,5 +69,5 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
     for i, task in enumerate(tail):  # last in every queue: nothing a worker runs earlier can wait on them
         everyone[i % len(everyone)].append(task)
     if cfg.claim_pool:
-        queues[QueueType.POOL] = [pool]
+        queues[QueueType.POOL] = pool
     return queues

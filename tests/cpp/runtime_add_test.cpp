@@ -71,7 +71,7 @@ struct AddRig {
     for (uint32_t i = 0; i < entries.size(); ++i) entries[i] = i;
     ssc::SscQueue q{ssc::kVTQ, 0, 0, uint32_t(tasks.size())};
     rt::SscProgram p{tasks.data(), events.data(), &q, entries.data(), uint32_t(tasks.size()),
-                     uint32_t(events.size()), 1, 0, invocation, nullptr, 0};
+                     uint32_t(events.size()), 1, 0, invocation, nullptr, 0, 0};
     cpu::CpuHandlers<cpu::CpuSync> h(rank->context(), rank->scratch(0), rank->sync());
     return rt::RunWorkerQueue(p, 0, rank->sync(), h, report);
   }

@@ -93,7 +93,7 @@ struct Fixture {
     events[0] = {2, 0, 0, 0};
     events[1] = {1, 0, 0, 0};
     queue = {ssc::kVTQ, 0, 0, 3};
-    program = {tasks, events, &queue, entries, 3, 2, 1, 0, invocation, nullptr, 0};
+    program = {tasks, events, &queue, entries, 3, 2, 1, 0, invocation, nullptr, 0, 0};
   }
 };
 
@@ -109,19 +109,20 @@ TEST(WorkerLoop, RunsWaitHandlerTriggerInQueueOrderAndFusesPutSignal) {
   EXPECT_EQ(log.calls, want);
 }
 
-// Claim pool: two claimers, three pool tasks. Each invocation runs every pool task exactly once and moves the
-// claim counter by pool size + claimers (each claimer's last claim is past the end), so invocation 2 starts
-// where invocation 1 left the counter, whichever worker claims first.
-TEST(WorkerLoop, PoolTasksRunOnceEachInvocationWhoeverClaims) {
-  ssc::SscTask tasks[3];
+// Claim pool: two claimers, three pool units (the middle one two tasks). Each invocation runs every unit
+// exactly once and whole, and moves the claim counter by units + claimers (each claimer's last claim is past
+// the end), so invocation 2 starts where invocation 1 left the counter, whichever worker claims first.
+TEST(WorkerLoop, PoolUnitsRunOnceAndWholeEachInvocationWhoeverClaims) {
+  ssc::SscTask tasks[4];
   for (auto& t : tasks) t = MakeTask(ssc::kTaskGmmWeightGrad, ssc::kNoEvent, ssc::kNoEvent, ssc::kNoEvent);
-  ssc::SscQueue queues[3] = {{ssc::kCTQ, 0, 0, 0}, {ssc::kCTQ, 1, 0, 0}, {ssc::kPoolQueue, 0, 0, 3}};
-  uint32_t entries[3] = {2, 0, 1};  // claim order: task 2 first
+  ssc::SscQueue queues[5] = {{ssc::kCTQ, 0, 0, 0}, {ssc::kCTQ, 1, 0, 0}, {ssc::kPoolQueue, 0, 0, 1},
+                             {ssc::kPoolQueue, 1, 1, 2}, {ssc::kPoolQueue, 2, 3, 1}};
+  uint32_t entries[4] = {2, 0, 3, 1};  // unit 0: task 2; unit 1: tasks 0, 3; unit 2: task 1
   Log log;
   MockSync sync{&log};
   MockHandlers handlers{&log, &sync};
   for (uint32_t invocation = 1; invocation <= 2; ++invocation) {
-    rt::SscProgram p{tasks, nullptr, queues, entries, 3, 0, 3, 0, invocation, &queues[2], 2};
+    rt::SscProgram p{tasks, nullptr, queues, entries, 4, 0, 5, 0, invocation, &queues[2], 3, 2};
     log.calls.clear();
     const uint32_t first = invocation == 1 ? 0 : 1;  // which worker reaches the pool first
     ASSERT_EQ(rt::RunWorkerQueue(p, first, sync, handlers, nullptr), rt::kOk);
@@ -129,13 +130,13 @@ TEST(WorkerLoop, PoolTasksRunOnceEachInvocationWhoeverClaims) {
     const uint32_t b = (invocation - 1) * 5;
     const std::vector<std::string> want = {
         "claim " + std::to_string(b),     "GmmWeightGrad task 2", "claim " + std::to_string(b + 1),
-        "GmmWeightGrad task 0",           "claim " + std::to_string(b + 2), "GmmWeightGrad task 1",
-        "claim " + std::to_string(b + 3), "claim " + std::to_string(b + 4)};
+        "GmmWeightGrad task 0",           "GmmWeightGrad task 3", "claim " + std::to_string(b + 2),
+        "GmmWeightGrad task 1",           "claim " + std::to_string(b + 3), "claim " + std::to_string(b + 4)};
     EXPECT_EQ(log.calls, want) << "invocation " << invocation;
   }
   EXPECT_EQ(sync.claimed, 10u);
   // A worker past the claimers (a vector queue) never claims.
-  rt::SscProgram p{tasks, nullptr, queues, entries, 3, 0, 3, 0, 3, &queues[2], 1};
+  rt::SscProgram p{tasks, nullptr, queues, entries, 4, 0, 5, 0, 3, &queues[2], 3, 1};
   log.calls.clear();
   ASSERT_EQ(rt::RunWorkerQueue(p, 1, sync, handlers, nullptr), rt::kOk);
   EXPECT_TRUE(log.calls.empty());

@@ -21,15 +21,16 @@ def test_every_task_once_and_pool_tasks_on_free_aic_lanes():
             for t in s.queue_tasks(q).tolist():
                 st[t] = (clock, clock + 10)
                 clock += 10
-        for t in s.queue_tasks(len(s.queues) - 1).tolist():  # pool after everything: any AIC lane is free
-            st[t] = (clock, clock + 10)
-            clock += 10
+        for q in range(cfg.num_aic + cfg.num_aiv, len(s.queues)):  # pool after everything: AIC lanes are free
+            for t in s.queue_tasks(q).tolist():
+                st[t] = (clock, clock + 10)
+                clock += 10
         stamps[("bwd", s.rank)] = st
     events = [e for e in trace_events(schedules, stamps) if e["ph"] == "X"]
     for s in schedules:
         mine = [e for e in events if e["pid"] == s.rank]
         assert sorted(e["args"]["task"] for e in mine) == list(range(len(s.tasks)))
-        pool = set(s.queue_tasks(len(s.queues) - 1).tolist())
+        pool = {t for q in range(cfg.num_aic + cfg.num_aiv, len(s.queues)) for t in s.queue_tasks(q).tolist()}
         assert int(s.queues[-1]["queue_type"]) == QueueType.POOL and pool
         for e in mine:
             if e["args"]["task"] in pool:

@@ -33,11 +33,8 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
             st = stamps[(d, s.rank)]
             workers = s.cfg.num_aic + s.cfg.num_aiv
-            last_end = {}  # AIC lane -> end of its last task: where a claimed pool task can have run
-            for q in range(len(s.queues)):
-                if q >= workers:
-                    events.extend(_pool_events(s, q, st, origin, pid, last_end))
-                    continue
+            last_end = {}  # AIC lane -> end of its last task: where a claimed pool unit can have run
+            for q in range(workers):
                 unit, idx = (0, q) if q < num_aic else (1, q - num_aic)
                 tid = unit * 1000 + idx
                 events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
@@ -49,6 +46,7 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
                     if unit == 0:
                         last_end[tid] = max(last_end.get(tid, 0), e)
                     events.append(_task_event(s, t, pid, tid, b, e, origin))
+            events.extend(_pool_events(s, st, origin, pid, last_end))
     return events
 
 
@@ -58,18 +56,22 @@ def _task_event(s: RankSchedule, t: int, pid: int, tid: int, b: int, e: int, ori
             "args": {"task": t, "peer": int(s.tasks[t]["peer"]), **extra}}
 
 
-def _pool_events(s: RankSchedule, q: int, st: np.ndarray, origin: int, pid: int, last_end: dict) -> list[dict]:
-    """Claimed tasks carry no worker id: each goes on the AIC lane that finished last before it started (a
-    claimer runs its pool tasks one after another, after its own queue), marked "pool"."""
+def _pool_events(s: RankSchedule, st: np.ndarray, origin: int, pid: int, last_end: dict) -> list[dict]:
+    """Claimed units carry no worker id: each goes, whole, on the AIC lane that finished last before the unit
+    started (a claimer runs its units one after another, after its own queue), marked "pool"."""
+    units = []
+    for q in range(s.cfg.num_aic + s.cfg.num_aiv, len(s.queues)):
+        ran = [t for t in s.queue_tasks(q).tolist() if int(st[t, 0]) != 0 and int(st[t, 1]) >= int(st[t, 0])]
+        if ran:
+            units.append((min(int(st[t, 0]) for t in ran), ran))
     out = []
-    for t in sorted(s.queue_tasks(q).tolist(), key=lambda t: int(st[t, 0])):
-        b, e = int(st[t, 0]), int(st[t, 1])
-        if b == 0 or e < b:
-            continue
-        free = [(end, tid) for tid, end in last_end.items() if end <= b]
+    for first, ran in sorted(units, key=lambda u: u[0]):
+        free = [(end, tid) for tid, end in last_end.items() if end <= first]
         tid = max(free)[1] if free else 1999  # an overlap the lanes cannot place: a lane of its own
-        last_end[tid] = e
-        out.append(_task_event(s, t, pid, tid, b, e, origin, pool=True))
+        for t in ran:
+            b, e = int(st[t, 0]), int(st[t, 1])
+            last_end[tid] = max(last_end.get(tid, 0), e)
+            out.append(_task_event(s, t, pid, tid, b, e, origin, pool=True))
     return out
 
 
