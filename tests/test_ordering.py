@@ -190,19 +190,21 @@ def test_claim_pool_alone_holds_every_weight_gradient_tile_and_only_those():
 
 
 @pytest.mark.parametrize("direction", ["fwd", "bwd"])
-def test_claim_pool_with_pipelines_holds_chains_then_gradients_then_reductions(direction):
+def test_claim_pool_with_pipelines_holds_half_chains_then_gradients_then_reductions(direction):
     cfg = CFG.replace(claim_pool=True, mixed_queues=True, row_pipelines=True)
     s = schedule_rank(build_group_tasks(cfg, direction), 0)
     workers = cfg.num_aic + cfg.num_aiv
     units = [[int(s.tasks["task_type"][t]) for t in s.queue_tasks(q)] for q in range(workers, len(s.queues))]
     chain = [int(t) for t in (TaskType.GMM, TaskType.SWIGLU, TaskType.GMM) if direction == "fwd"] or \
         [int(t) for t in (TaskType.GMM_TRANS_B, TaskType.SWIGLU_GRAD, TaskType.GMM_TRANS_B)]
-    kinds = ["chain" if u[:3] == chain and u[3] == TaskType.COMBINE_PUT else
+    kinds = ["first half" if u == chain[:2] else "second half" if u == [chain[2], TaskType.COMBINE_PUT] else
              "wgrad" if u == [TaskType.GMM_WEIGHT_GRAD] else
              "reduce" if len(u) == 1 and u[0] in (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE) else str(u)
              for u in units]
     order = [k for i, k in enumerate(kinds) if i == 0 or kinds[i - 1] != k]
-    assert order == (["chain", "reduce"] if direction == "fwd" else ["chain", "wgrad", "reduce"]), order
+    want = ["first half", "second half", "reduce"] if direction == "fwd" else \
+        ["first half", "second half", "wgrad", "reduce"]
+    assert order == want, order
     claimers_own = {int(t) for q in range(cfg.num_aic) for t in s.tasks["task_type"][s.queue_tasks(q)]}
     assert not claimers_own & set(chain + [int(TaskType.COMBINE_REDUCE), int(TaskType.BWD_COMBINE_REDUCE)])
     assert validate(compile_group(cfg, direction), group=True) == []

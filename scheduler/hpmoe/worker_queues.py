@@ -28,15 +28,18 @@ SETUP_TYPES = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)  # every put waits on 
 
 def _pool_units(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
     """What the claim pool holds, in claim order. Alone: each weight-gradient tile, dW2's (the larger) first.
-    With row pipelines: every chain in CTQ order, then the weight-gradient tiles, then the final reductions
-    (they wait on the chains' combine puts, so they may not stay in a claimer's own queue)."""
+    With row pipelines: every chain's first half (GMM, SwiGLU) in CTQ order, then every second half (GMM,
+    combine put), then the weight-gradient tiles, then the final reductions (they wait on the combine puts,
+    so they may not stay in a claimer's own queue). Half chains halve the last wave's granularity; a second
+    half is claimed only after every first half, so it never waits on one still running."""
     wgrad = [[t] for t in sorted((t for t in tasks if t.task_type == TaskType.GMM_WEIGHT_GRAD),
                                  key=lambda t: (t.op_id, t.task_index))]
     if not cfg.row_pipelines:
         return wgrad
     chains = [u for u in pipeline_units(cfg, tasks) if u[0].task_type in CHAIN_TYPES]
+    halves = [c[:2] for c in chains] + [c[2:] for c in chains]
     reduces = [[t] for t in queue_order(cfg, tasks, QueueType.VTQ) if t.task_type in TAIL_TYPES]
-    return chains + wgrad + reduces
+    return halves + wgrad + reduces
 
 
 def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list[Task]]]:
