@@ -208,3 +208,20 @@ def test_claim_pool_with_pipelines_holds_half_chains_then_gradients_then_reducti
     claimers_own = {int(t) for q in range(cfg.num_aic) for t in s.tasks["task_type"][s.queue_tasks(q)]}
     assert not claimers_own & set(chain + [int(TaskType.COMBINE_REDUCE), int(TaskType.BWD_COMBINE_REDUCE)])
     assert validate(compile_group(cfg, direction), group=True) == []
+
+
+def test_with_a_claim_pool_remote_puts_go_to_the_last_quarter_of_the_workers():
+    """The link-bound puts to other ranks on a few workers (the vector ones first); local puts on all, first."""
+    cfg = make_config("small", {"ep": 4, "num_aic": 10, "num_aiv": 2, "mixed_queues": True,
+                                "row_pipelines": True, "claim_pool": True})
+    s = schedule_rank(build_group_tasks(cfg, "fwd"), 1)
+    workers = cfg.num_aic + cfg.num_aiv
+    senders = set(range(workers - max(cfg.num_aiv, -(-workers // 4)), workers))
+    for q in range(workers):
+        puts = [t for t in s.queue_tasks(q).tolist() if int(s.tasks["task_type"][t]) == TaskType.DISPATCH_PUT]
+        peers = [int(s.tasks["peer"][t]) for t in puts]
+        assert 1 in peers, q  # every worker moves some local rows
+        if q not in senders:
+            assert set(peers) == {1}, (q, peers)
+        assert peers == sorted(peers, key=lambda p: p != 1), (q, peers)  # local ones first
+    assert validate(compile_group(cfg, "fwd"), group=True) == []

@@ -42,6 +42,23 @@ def _pool_units(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
     return halves + wgrad + reduces
 
 
+def _deal_head(cfg: MoeConfig, head: list[Task], workers: int) -> list[list[Task]]:
+    """The dispatch puts of every worker, local ones first. Without a claim pool every worker takes a share
+    of all puts. With one, the puts to other ranks go only to the last quarter of the workers (the vector
+    ones first): they are bound by the links, which about that many blocks already fill (13 GB/s per block
+    measured with 20, NVLink about 450 GB/s a direction), while the other workers start on the local slot's
+    pool units at once; the pool evens out who did more puts."""
+    local = [t for t in head if t.peer == t.rank]
+    remote = [t for t in head if t.peer != t.rank]
+    if not cfg.claim_pool or not remote:
+        return deal_by_expected_work(cfg, local + remote, workers)
+    shares = deal_by_expected_work(cfg, local, workers)
+    senders = max(cfg.num_aiv, -(-workers // 4))
+    for queue, extra in zip(shares[workers - senders:], deal_by_expected_work(cfg, remote, senders)):
+        queue.extend(extra)
+    return shares
+
+
 def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list[Task]]]:
     """Per-worker queues of one rank, keyed by queue type (round-robin puts whole runs of expected-empty
     tiles on the same workers when the tiles per slot and the worker count share a factor); under POOL, the
@@ -65,10 +82,9 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
         ctq = deal_by_expected_work(cfg, orders[QueueType.CTQ], cfg.num_aic)
     queues = {QueueType.CTQ: ctq, QueueType.VTQ: deal_by_expected_work(cfg, orders[QueueType.VTQ], cfg.num_aiv)}
     everyone = queues[QueueType.CTQ] + queues[QueueType.VTQ]
-    if head:
-        for queue, share in zip(everyone, deal_by_expected_work(cfg, head, len(everyone))):
-            setup = next((i for i, t in enumerate(queue) if t.task_type not in SETUP_TYPES), len(queue))
-            queue[setup:setup] = share
+    for queue, share in zip(everyone, _deal_head(cfg, head, len(everyone))):
+        setup = next((i for i, t in enumerate(queue) if t.task_type not in SETUP_TYPES), len(queue))
+        queue[setup:setup] = share
     for i, task in enumerate(tail):  # last in every queue: nothing a worker runs earlier can wait on them
         everyone[i % len(everyone)].append(task)
     if cfg.claim_pool:
