@@ -221,7 +221,7 @@ def test_with_a_claim_pool_remote_puts_go_to_the_last_quarter_of_the_workers():
         puts = [t for t in s.queue_tasks(q).tolist() if int(s.tasks["task_type"][t]) == TaskType.DISPATCH_PUT]
         peers = [int(s.tasks["peer"][t]) for t in puts]
         if q not in senders:
-            assert set(peers) == {1}, (q, peers)
+            assert set(peers) <= {1}, (q, peers)
         assert peers == sorted(peers, key=lambda p: p != 1), (q, peers)  # local ones first
     remote = {q for q in range(workers) for t in s.queue_tasks(q).tolist()
               if int(s.tasks["task_type"][t]) == TaskType.DISPATCH_PUT and int(s.tasks["peer"][t]) != 1}
