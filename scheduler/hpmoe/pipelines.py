@@ -16,7 +16,9 @@ Unit order (every worker's queue is a subsequence of it, dealt by expected work 
 A chain waits only on dispatch puts and on itself, and nothing waits on a gradient tile, so the order is
 deadlock free; the validator proves it for each compiled group.
 The dispatch puts (head) and final reductions (tail) are dealt over every worker as with mixed queues; the
-vector-queue workers run those and the entry signals only.
+vector-queue workers run those and the entry signals only. With a claim pool (worker_queues._pool_units)
+the chains (in halves), the weight-gradient tiles and the reductions are claimed at run time instead; only
+the early tiles stay dealt.
 """
 from __future__ import annotations
 
