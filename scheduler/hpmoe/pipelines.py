@@ -24,17 +24,16 @@ from __future__ import annotations
 
 from .config import MoeConfig
 from .errors import ScheduleError
-from .ordering import queue_order
-from .ssc_format import QueueType, TaskType
+from .ssc_format import TaskType
 from .tasks import Task
 
 CHAIN_TYPES = (TaskType.GMM, TaskType.SWIGLU, TaskType.GMM_TRANS_B, TaskType.SWIGLU_GRAD, TaskType.COMBINE_PUT)
 EARLY_TYPES = (TaskType.TOPK_WEIGHT_GRAD,)
 
 
-def _chains(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
+def _chains(cfg: MoeConfig, tasks: list[Task], ctq_order: list[Task]) -> list[list[Task]]:
     """Chain tasks grouped by the first receive row of their tile, ops in graph order, chains in the CTQ
-    order of their first op."""
+    order (ordering.queue_order) of their first op."""
     by_row: dict[int, list[Task]] = {}
     for task in tasks:
         if task.task_type in CHAIN_TYPES:
@@ -45,12 +44,12 @@ def _chains(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
                             f"tiles; got chains of {sorted(lengths)} tasks (a put chunk or op fell back to "
                             f"another tiling)")
     chains = [sorted(chain, key=lambda t: t.op_id) for chain in by_row.values()]
-    first = {id(t): i for i, t in enumerate(queue_order(cfg, tasks, QueueType.CTQ))}
+    first = {id(t): i for i, t in enumerate(ctq_order)}
     return sorted(chains, key=lambda chain: first[id(chain[0])])
 
 
-def pipeline_units(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
+def pipeline_units(cfg: MoeConfig, tasks: list[Task], ctq_order: list[Task]) -> list[list[Task]]:
     """The rank's cube-queue work as units in dealing order: early tiles, chains, weight gradients."""
     early = [[t] for t in tasks if t.task_type in EARLY_TYPES]
     late = [[t] for t in tasks if t.task_type == TaskType.GMM_WEIGHT_GRAD]
-    return early + _chains(cfg, tasks) + late
+    return early + _chains(cfg, tasks, ctq_order) + late

@@ -26,19 +26,21 @@ TAIL_TYPES = (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE)
 SETUP_TYPES = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)  # every put waits on them: never behind a put
 
 
-def _pool_units(cfg: MoeConfig, tasks: list[Task]) -> list[list[Task]]:
+def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], vtq_order: list[Task]) \
+        -> list[list[Task]]:
     """What the claim pool holds, in claim order. Alone: each weight-gradient tile, dW2's (the larger) first.
     With row pipelines: every chain's first half (GMM, SwiGLU) in CTQ order, then every second half (GMM,
     combine put), then the weight-gradient tiles, then the final reductions (they wait on the combine puts,
     so they may not stay in a claimer's own queue). Half chains halve the last wave's granularity; a second
-    half is claimed only after every first half, so it never waits on one still running."""
+    half is claimed only after every first half, so it never waits on one still running. `units`: the
+    pipeline units (pipelines.pipeline_units), `vtq_order`: the VTQ order."""
     wgrad = [[t] for t in sorted((t for t in tasks if t.task_type == TaskType.GMM_WEIGHT_GRAD),
                                  key=lambda t: (t.op_id, t.task_index))]
     if not cfg.row_pipelines:
         return wgrad
-    chains = [u for u in pipeline_units(cfg, tasks) if u[0].task_type in CHAIN_TYPES]
+    chains = [u for u in units if u[0].task_type in CHAIN_TYPES]
     halves = [c[:2] for c in chains] + [c[2:] for c in chains]
-    reduces = [[t] for t in queue_order(cfg, tasks, QueueType.VTQ) if t.task_type in TAIL_TYPES]
+    reduces = [[t] for t in vtq_order if t.task_type in TAIL_TYPES]
     return halves + wgrad + reduces
 
 
@@ -63,10 +65,12 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
     """Per-worker queues of one rank, keyed by queue type (round-robin puts whole runs of expected-empty
     tiles on the same workers when the tiles per slot and the worker count share a factor); under POOL, the
     pool's units in claim order."""
-    pool = _pool_units(cfg, tasks) if cfg.claim_pool else []
+    orders = {queue_type: queue_order(cfg, tasks, queue_type) for queue_type in (QueueType.CTQ, QueueType.VTQ)}
+    units = pipeline_units(cfg, tasks, orders[QueueType.CTQ]) if cfg.row_pipelines else []
+    pool = _pool_units(cfg, tasks, units, orders[QueueType.VTQ]) if cfg.claim_pool else []
     pooled = {id(t) for unit in pool for t in unit}
-    orders = {queue_type: [t for t in queue_order(cfg, tasks, queue_type) if id(t) not in pooled]
-              for queue_type in (QueueType.CTQ, QueueType.VTQ)}
+    if pooled:
+        orders = {queue_type: [t for t in order if id(t) not in pooled] for queue_type, order in orders.items()}
     head: list[Task] = []
     tail: list[Task] = []
     if cfg.mixed_queues:
@@ -76,8 +80,7 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
         moved = HEAD_TYPES + TAIL_TYPES + (CHAIN_TYPES + EARLY_TYPES if cfg.row_pipelines else ())
         orders[QueueType.VTQ] = [t for t in vtq if t.task_type not in moved]
     if cfg.row_pipelines:
-        units = [u for u in pipeline_units(cfg, tasks) if id(u[0]) not in pooled]
-        ctq = deal_units(cfg, units, cfg.num_aic)
+        ctq = deal_units(cfg, [u for u in units if id(u[0]) not in pooled], cfg.num_aic)
     else:
         ctq = deal_by_expected_work(cfg, orders[QueueType.CTQ], cfg.num_aic)
     queues = {QueueType.CTQ: ctq, QueueType.VTQ: deal_by_expected_work(cfg, orders[QueueType.VTQ], cfg.num_aiv)}
