@@ -18,6 +18,25 @@ int Fail(const std::string& msg, char* err, int errlen) {
   return msg.empty() ? 0 : 1;
 }
 
+// A new group set up by `create` (a CudaGroup& -> error text call), or nullptr with the reason in `err`.
+template <class Create>
+void* NewGroup(const uint32_t* config16, Create&& create, char* err, int errlen) {
+  hpmoe::ssc::SscConfig cfg;
+  std::memcpy(&cfg, config16, sizeof(cfg));
+  CudaGroup* g = new (std::nothrow) CudaGroup();
+  if (g == nullptr) {
+    Fail("out of host memory", err, errlen);
+    return nullptr;
+  }
+  const std::string e = create(*g, cfg);
+  if (!e.empty()) {
+    Fail(e, err, errlen);
+    delete g;
+    return nullptr;
+  }
+  return g;
+}
+
 }  // namespace
 
 extern "C" {
@@ -29,39 +48,17 @@ int hpmoe_cuda_device_count(void) {
 
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
                               const int32_t* devices, char* err, int errlen) {
-  hpmoe::ssc::SscConfig cfg;
-  std::memcpy(&cfg, config16, sizeof(cfg));
-  CudaGroup* g = new (std::nothrow) CudaGroup();
-  if (g == nullptr) {
-    Fail("out of host memory", err, errlen);
-    return nullptr;
-  }
-  const std::vector<int> devs(devices, devices + (cfg.ep <= hpmoe::cuda::kMaxRanks ? cfg.ep : 0));
-  const std::string e = g->Create(cfg, counters_fwd, counters_bwd, devs);
-  if (!e.empty()) {
-    Fail(e, err, errlen);
-    delete g;
-    return nullptr;
-  }
-  return g;
+  return NewGroup(config16, [&](CudaGroup& g, const hpmoe::ssc::SscConfig& cfg) {
+    const std::vector<int> devs(devices, devices + (cfg.ep <= hpmoe::cuda::kMaxRanks ? cfg.ep : 0));
+    return g.Create(cfg, counters_fwd, counters_bwd, devs);
+  }, err, errlen);
 }
 
 void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
                              int32_t device, char* err, int errlen) {
-  hpmoe::ssc::SscConfig cfg;
-  std::memcpy(&cfg, config16, sizeof(cfg));
-  CudaGroup* g = new (std::nothrow) CudaGroup();
-  if (g == nullptr) {
-    Fail("out of host memory", err, errlen);
-    return nullptr;
-  }
-  const std::string e = g->CreateLocal(cfg, counters_fwd, counters_bwd, rank, device);
-  if (!e.empty()) {
-    Fail(e, err, errlen);
-    delete g;
-    return nullptr;
-  }
-  return g;
+  return NewGroup(config16, [&](CudaGroup& g, const hpmoe::ssc::SscConfig& cfg) {
+    return g.CreateLocal(cfg, counters_fwd, counters_bwd, rank, device);
+  }, err, errlen);
 }
 
 int hpmoe_cuda_ipc_export(void* group, uint8_t* handle, char* err, int errlen) {
