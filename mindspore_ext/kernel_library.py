@@ -3,7 +3,6 @@ host-side binding: which loaded rank and heap segment a context id refers to."""
 from __future__ import annotations
 
 import ctypes
-import os
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +15,7 @@ LIB_NAME = "libhpmoe_ms_kernels.so"
 
 def kernel_library_path() -> Path:
     """$HPMOE_MS_KERNELS, else <build>/mindspore_ext/libhpmoe_ms_kernels.so (<build>: $HPMOE_BUILD_DIR or build/)."""
-    if os.environ.get("HPMOE_MS_KERNELS"):
-        return Path(os.environ["HPMOE_MS_KERNELS"]).resolve()
-    build = Path(os.environ.get("HPMOE_BUILD_DIR", native.REPO / "build"))
-    return (build / "mindspore_ext" / LIB_NAME).resolve()
+    return native.built_library("HPMOE_MS_KERNELS", f"mindspore_ext/{LIB_NAME}").resolve()
 
 
 _LIB = None

@@ -7,12 +7,11 @@ op_host/cuda/build_lib.sh).
 from __future__ import annotations
 
 import ctypes
-import os
 from pathlib import Path
 
 from ..errors import HpmoeError
+from ..runtime.native import built_library
 
-REPO = Path(__file__).resolve().parents[3]
 ERR_LEN = 1024
 
 
@@ -26,10 +25,7 @@ class CudaOptions(ctypes.Structure):
 
 
 def library_path() -> Path:
-    if os.environ.get("HPMOE_CUDA_LIB"):
-        return Path(os.environ["HPMOE_CUDA_LIB"])
-    build = Path(os.environ.get("HPMOE_BUILD_DIR", REPO / "build"))
-    return build / "op_host" / "cuda" / "libhpmoe_cuda.so"
+    return built_library("HPMOE_CUDA_LIB", "op_host/cuda/libhpmoe_cuda.so")
 
 
 _LIB = None

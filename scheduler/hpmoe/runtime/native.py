@@ -33,8 +33,8 @@ class RankOptions(ctypes.Structure):
                 ("fault_after", ctypes.c_uint32), ("fault_direction", ctypes.c_uint32)]
 
 
-BACKENDS = {"cpu": ("HPMOE_CPU_LIB", "cpu/libhpmoe_cpu.so"),
-            "ascendc-cpu": ("HPMOE_ASCENDC_CPU_LIB", "ascend/libhpmoe_ascendc_cpu.so")}
+BACKENDS = {"cpu": ("HPMOE_CPU_LIB", "op_host/cpu/libhpmoe_cpu.so"),
+            "ascendc-cpu": ("HPMOE_ASCENDC_CPU_LIB", "op_host/ascend/libhpmoe_ascendc_cpu.so")}
 _BACKEND = "cpu"
 
 
@@ -51,12 +51,16 @@ def current_backend() -> str:
     return _BACKEND
 
 
-def library_path(backend: str | None = None) -> Path:
-    env, rel = BACKENDS[backend or _BACKEND]
+def built_library(env: str, relative: str) -> Path:
+    """$env when set, else <build>/relative, <build> being $HPMOE_BUILD_DIR or the repository's build/ (every
+    native library of the project is found this way)."""
     if os.environ.get(env):
         return Path(os.environ[env])
-    build = Path(os.environ.get("HPMOE_BUILD_DIR", REPO / "build"))
-    return build / "op_host" / rel
+    return Path(os.environ.get("HPMOE_BUILD_DIR", REPO / "build")) / relative
+
+
+def library_path(backend: str | None = None) -> Path:
+    return built_library(*BACKENDS[backend or _BACKEND])
 
 
 _LIB = None
