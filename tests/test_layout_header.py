@@ -1,20 +1,11 @@
 """op_kernel/ssc_layout.h and scheduler/hpmoe/ssc_format.py describe the same bytes."""
 from __future__ import annotations
 
-import json
-import subprocess
-
 from hpmoe import ssc_format as F
 
 
-def _probe(build_dir) -> dict[str, int]:
-    out = subprocess.run([str(build_dir / "op_host" / "hpmoe_ssc_layout_probe")], check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out)
-
-
-def test_record_sizes_match(build_dir):
-    probe = _probe(build_dir)
+def test_record_sizes_match(layout_probe):
+    probe = layout_probe
     expected = {"SscConfig": F.CONFIG_DTYPE, "SscSection": F.SECTION_DTYPE, "SscHeader": F.HEADER_DTYPE,
                 "SscTensor": F.TENSOR_DTYPE, "SscTensorRef": F.REF_DTYPE, "SscTask": F.TASK_DTYPE,
                 "SscEvent": F.EVENT_DTYPE, "SscQueue": F.QUEUE_DTYPE, "SscTiling": F.TILING_DTYPE}
@@ -22,8 +13,8 @@ def test_record_sizes_match(build_dir):
         assert probe[f"sizeof.{name}"] == dtype.itemsize, f"{name}: header {probe[f'sizeof.{name}']} != {dtype.itemsize}"
 
 
-def test_field_offsets_match(build_dir):
-    probe = _probe(build_dir)
+def test_field_offsets_match(layout_probe):
+    probe = layout_probe
     dtypes = {"SscConfig": F.CONFIG_DTYPE, "SscHeader": F.HEADER_DTYPE, "SscTensor": F.TENSOR_DTYPE,
               "SscTensorRef": F.REF_DTYPE, "SscTask": F.TASK_DTYPE, "SscEvent": F.EVENT_DTYPE,
               "SscQueue": F.QUEUE_DTYPE, "SscTiling": F.TILING_DTYPE}
@@ -37,8 +28,8 @@ def test_field_offsets_match(build_dir):
     assert checked > 50
 
 
-def test_constants_and_enum_counts_match(build_dir):
-    probe = _probe(build_dir)
+def test_constants_and_enum_counts_match(layout_probe):
+    probe = layout_probe
     expected = {
         "kMagic": F.MAGIC, "kVersionMajor": F.VERSION_MAJOR, "kVersionMinor": F.VERSION_MINOR,
         "kMaxInputs": F.MAX_INPUTS, "kMaxOutputs": F.MAX_OUTPUTS, "kMaxWaits": F.MAX_WAITS,

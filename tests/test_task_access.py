@@ -1,8 +1,6 @@
 """op_kernel/runtime/task_access.h and scheduler/hpmoe/task_access.py are one table; the writer follows it."""
 from __future__ import annotations
 
-import json
-import subprocess
 
 import pytest
 
@@ -14,14 +12,8 @@ from hpmoe.ssc_format import Direction, Slot, TaskType
 from hpmoe.tasks import Ref, Task
 
 
-def _probe(build_dir) -> dict[str, int]:
-    out = subprocess.run([str(build_dir / "op_host" / "hpmoe_ssc_layout_probe")], check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out)
-
-
-def test_header_and_python_tables_are_identical(build_dir):
-    probe = _probe(build_dir)
+def test_header_and_python_tables_are_identical(layout_probe):
+    probe = layout_probe
     assert probe["access.rows"] == len(A.TASK_ACCESS)
     for i, row in enumerate(A.TASK_ACCESS):
         assert probe[f"access.{i}.task_type"] == row.task_type, f"row {i}: task type"
