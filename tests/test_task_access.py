@@ -1,7 +1,6 @@
 """op_kernel/runtime/task_access.h and scheduler/hpmoe/task_access.py are one table; the writer follows it."""
 from __future__ import annotations
 
-
 import pytest
 
 from hpmoe import task_access as A
