@@ -5,12 +5,7 @@
 # EP 2 instead (a 2-GPU machine). VARIANTS picks the hpmoe schedules (benchmarks/cuda_variants.py; default:
 # the torch module's default, the mixed deal and the paper's split).
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${OUT:-$root/out/cuda_ep}"
-mkdir -p "$out"
-cd "$root"
-export PYTHONPATH="$root/scheduler" HPMOE_BUILD_DIR="$root/build"
+source "$(dirname "$0")/cuda_session_env.sh" cuda_ep
 { nvidia-smi -L; nvidia-smi topo -m; date -u; } 2>&1 | tee "$out/device.log"
 # A library built on the workstation (carried in build/op_host/cuda) is used when it loads; else build here.
 if ! python3 -c "import ctypes; ctypes.CDLL('build/op_host/cuda/libhpmoe_cuda.so')" 2>> "$out/build.log"; then

@@ -2,12 +2,7 @@
 # One GPU session in one command: build the CUDA library, run the GPU tests, a traced `hpmoe run --backend
 # cuda`, and the EP 1 benchmark; logs under $OUT (or out/cuda_run). Usage: benchmarks/cuda_device_run.sh [TOKENS...]
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${OUT:-$root/out/cuda_run}"
-mkdir -p "$out"
-cd "$root"
-export PYTHONPATH="$root/scheduler" HPMOE_BUILD_DIR="$root/build"
+source "$(dirname "$0")/cuda_session_env.sh" cuda_run
 nvidia-smi -L | tee "$out/device.log"
 date -u | tee -a "$out/device.log"
 ( time ./op_host/cuda/build_lib.sh "$root/build/op_host/cuda" ) 2>&1 | tee "$out/build.log" || exit 1

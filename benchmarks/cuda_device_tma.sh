@@ -4,12 +4,7 @@
 # then the EP 1 benchmark on both, in one run. Logs under $OUT (or out/cuda_tma).
 # Usage: benchmarks/cuda_device_tma.sh [TOKENS...]
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${OUT:-$root/out/cuda_tma}"
-mkdir -p "$out"
-cd "$root"
-export PYTHONPATH="$root/scheduler"
+source "$(dirname "$0")/cuda_session_env.sh" cuda_tma
 nvidia-smi -L | tee "$out/device.log"
 date -u | tee -a "$out/device.log"
 NVCC_EXTRA="-DHPMOE_GEMM_TMA=0" ./op_host/cuda/build_lib.sh "$root/build_def/op_host/cuda" >"$out/build.log" 2>&1 &

@@ -3,12 +3,7 @@
 # build, one GPU, one run: every line is cuda_bench.py's JSON for one config. Logs under $OUT.
 # Usage: benchmarks/cuda_split_sweep.sh [TOKENS]
 set -uo pipefail
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-root="$(cd "$(dirname "$0")/.." && pwd)"
-out="${OUT:-$root/out/cuda_sweep}"
-mkdir -p "$out"
-cd "$root"
-export PYTHONPATH="$root/scheduler" HPMOE_BUILD_DIR="$root/build"
+source "$(dirname "$0")/cuda_session_env.sh" cuda_sweep
 nvidia-smi -L | tee "$out/device.log"
 ./op_host/cuda/build_lib.sh "$root/build/op_host/cuda" >"$out/build.log" 2>&1 || { cat "$out/build.log"; exit 1; }
 tokens="${1:-8192}"
