@@ -44,7 +44,8 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
                   f"{busy / 1e3:8.1f} block-ms  mean {busy / len(group):6.0f} us")
         cube = collections.defaultdict(list)
         for e in mine:
-            if lanes[(pid, e["tid"])].startswith("AIC"):
+            # Claimed pool units run on cube-queue blocks; traces from before the lane fix left some unnamed.
+            if lanes.get((pid, e["tid"]), "").startswith("AIC") or e["args"].get("pool"):
                 cube[e["tid"]].append(e)
         width = (t1 - t0) / bins
         profile = [0.0] * bins

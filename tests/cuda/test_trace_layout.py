@@ -35,3 +35,34 @@ def test_every_task_once_and_pool_tasks_on_free_aic_lanes():
         for e in mine:
             if e["args"]["task"] in pool:
                 assert e["args"].get("pool") and e["tid"] < cfg.num_aic, e
+
+
+def test_pool_units_claimed_from_the_start_share_the_aic_lanes_without_overlap():
+    # Row pipelines leave some claimers' own queues empty (workers 4 and 5 here): they claim at once.
+    cfg = make_config("small", {"ep": 2, "mixed_queues": True, "row_pipelines": True, "claim_pool": True,
+                                "num_aic": 8, "num_aiv": 1})
+    schedules = compile_schedules(cfg, ["fwd"], [0, 1])
+    stamps = {}
+    for s in schedules:
+        st = np.zeros((len(s.tasks), 2), np.uint64)
+        workers = cfg.num_aic + cfg.num_aiv
+        clocks = [1000] * cfg.num_aic
+        for q in range(workers):
+            for t in s.queue_tasks(q).tolist():
+                lane = min(q, cfg.num_aic - 1)
+                st[t] = (clocks[lane], clocks[lane] + 10)
+                clocks[lane] += 10
+        for i, q in enumerate(range(workers, len(s.queues))):  # unit i on claimer i mod num_aic
+            lane = i % cfg.num_aic
+            for t in s.queue_tasks(q).tolist():
+                st[t] = (clocks[lane], clocks[lane] + 10)
+                clocks[lane] += 10
+        stamps[("fwd", s.rank)] = st
+    events = trace_events(schedules, stamps)
+    named = {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name"}
+    tasks = [e for e in events if e["ph"] == "X"]
+    assert all((e["pid"], e["tid"]) in named for e in tasks)
+    assert all(e["tid"] < cfg.num_aic for e in tasks if e["args"].get("pool"))
+    for lane in {(e["pid"], e["tid"]) for e in tasks}:
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in tasks if (e["pid"], e["tid"]) == lane)
+        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(spans, spans[1:])), lane  # µs rounded to ns

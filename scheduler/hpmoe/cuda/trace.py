@@ -14,6 +14,7 @@ from ..compiler import RankSchedule
 from ..ssc_format import TaskType
 
 UNIT = ("AIC", "AIV")
+UNPLACED_LANE = 1999  # pool units that overlap every AIC lane's own work (stamps of a failed launch)
 
 
 def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np.ndarray]) -> list[dict]:
@@ -33,7 +34,9 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
             st = stamps[(d, s.rank)]
             workers = s.cfg.num_aic + s.cfg.num_aiv
-            last_end = {}  # AIC lane -> end of its last task: where a claimed pool unit can have run
+            # AIC lane -> end of its last task: where a claimed pool unit can have run. A claimer whose own queue
+            # is empty (row pipelines) claims from the start, so every AIC lane starts free.
+            last_end = {tid: 0 for tid in range(num_aic)}
             for q in range(workers):
                 unit, idx = (0, q) if q < num_aic else (1, q - num_aic)
                 tid = unit * 1000 + idx
@@ -44,7 +47,7 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
                     if b == 0 or e < b:
                         continue  # not run (a failed launch) or not stamped
                     if unit == 0:
-                        last_end[tid] = max(last_end.get(tid, 0), e)
+                        last_end[tid] = max(last_end[tid], e)
                     events.append(_task_event(s, t, pid, tid, b, e, origin))
             events.extend(_pool_events(s, st, origin, pid, last_end))
     return events
@@ -67,7 +70,10 @@ def _pool_events(s: RankSchedule, st: np.ndarray, origin: int, pid: int, last_en
     out = []
     for first, ran in sorted(units, key=lambda u: u[0]):
         free = [(end, tid) for tid, end in last_end.items() if end <= first]
-        tid = max(free)[1] if free else 1999  # an overlap the lanes cannot place: a lane of its own
+        if not free and UNPLACED_LANE not in last_end:  # an overlap the lanes cannot place: a lane of its own
+            out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": UNPLACED_LANE,
+                        "args": {"name": "AIC pool (unplaced)"}})
+        tid = max(free)[1] if free else UNPLACED_LANE
         for t in ran:
             b, e = int(st[t, 0]), int(st[t, 1])
             last_end[tid] = max(last_end.get(tid, 0), e)
