@@ -32,6 +32,7 @@ def main() -> int:
     p.add_argument("--tokens", type=int, nargs="+", default=[4096])
     p.add_argument("--routing", nargs="+", default=["balanced"])
     p.add_argument("--tile-m", type=int, default=128)
+    p.add_argument("--token-tile", type=int, default=64, help="tokens per final top-k reduction task")
     p.add_argument("--aic", type=int, default=112)
     p.add_argument("--aiv", type=int, default=20)
     p.add_argument("--repeat", type=int, default=5)
@@ -43,7 +44,7 @@ def main() -> int:
     for tokens in args.tokens:
         for routing, variant in ((r, v) for r in args.routing for v in args.variants):
             cfg = make_config("deepseek-v3", {"ep": args.ep, "tokens": tokens, "tile_m": args.tile_m,
-                                              "wgrad_tile": 128, "token_tile": 64, "num_aic": args.aic,
+                                              "wgrad_tile": 128, "token_tile": args.token_tile, "num_aic": args.aic,
                                               "num_aiv": args.aiv})
             cfg = variant_config(cfg, variant)
             ids, weights = make_routing(cfg, routing, 0)
@@ -75,7 +76,7 @@ def main() -> int:
             f, b = statistics.median(fwd), statistics.median(bwd)
             print(json.dumps({"path": "hpmoe", "ep": args.ep, "tokens": tokens, "routing": routing,
                               "C": cfg.recv_rows_per_src, "workers": f"{cfg.num_aic}+{cfg.num_aiv}",
-                              "variant": variant_name(cfg),
+                              "variant": variant_name(cfg), "tile_m": cfg.tile_m, "token_tile": cfg.token_tile,
                               "fwd_ms": f, "fwdbwd_ms": f + b}), flush=True)
     return 0
 

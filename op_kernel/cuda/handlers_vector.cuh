@@ -122,15 +122,17 @@ __device__ int32_t RunSwigluGrad(const DeviceRank& d, const ssc::SscTask& t) {
   });
 }
 
-// token_rows[t][j], checked against the return buffers' rows (uniform: every thread reads the same entries).
+// token_rows[t][j], checked against the return buffers' rows: the block splits the entries and agrees on the
+// verdict (every thread of the block calls this).
 __device__ __forceinline__ bool TokenRowsValid(const DeviceRank& d, uint64_t t0, uint64_t tokens) {
   const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
   const int64_t limit = int64_t(d.cfg.ep) * d.cfg.recv_rows_per_src;
-  for (uint64_t i = t0 * d.cfg.topk; i < (t0 + tokens) * d.cfg.topk; ++i) {
+  int bad = 0;
+  for (uint64_t i = t0 * d.cfg.topk + threadIdx.x; i < (t0 + tokens) * d.cfg.topk; i += blockDim.x) {
     const int32_t v = rows[i];
-    if (v < 0 || v >= limit) return false;
+    bad |= v < 0 || v >= limit;
   }
-  return true;
+  return !__syncthreads_or(bad);
 }
 
 // out[t] = sum_j scale[t*k + j] * ret[token_rows[t][j]] (scale == nullptr: 1), j ascending, fp32.
@@ -146,13 +148,25 @@ __device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& re
   const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
   T* os = d.Slot<T>(out.slot);
   const uint64_t vecs = h / 8;
+  // A batch of the k rows is loaded before any is summed (a forward reduction task took 472 us with one load
+  // in flight per thread, 384 us with eight, EP 4 trace); the sum still runs j ascending.
+  constexpr uint32_t kBatch = 8;
   for (uint64_t i = threadIdx.x; i < uint64_t(out.rows) * vecs; i += blockDim.x) {
     const uint64_t tok = out.row_offset + i / vecs, c = (i % vecs) * 8;
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, v[8];
-    for (uint64_t j = 0; j < k; ++j) {
-      Load8(rs + uint64_t(rows[tok * k + j]) * h + c, v);
-      const float w = scale ? scale[tok * k + j] : 1.0f;
-      for (int q = 0; q < 8; ++q) acc[q] += w * v[q];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (uint64_t j0 = 0; j0 < k; j0 += kBatch) {
+      uint4 raw[kBatch];
+#pragma unroll
+      for (uint32_t u = 0; u < kBatch; ++u)
+        if (j0 + u < k) raw[u] = LoadRaw(rs + uint64_t(rows[tok * k + j0 + u]) * h + c);
+#pragma unroll
+      for (uint32_t u = 0; u < kBatch; ++u) {
+        if (j0 + u >= k) break;
+        float v[8];
+        Unpack8<T>(raw[u], v);
+        const float w = scale ? scale[tok * k + j0 + u] : 1.0f;
+        for (int q = 0; q < 8; ++q) acc[q] += w * v[q];
+      }
     }
     Store8(os + tok * h + c, acc);
   }

@@ -1,0 +1,30 @@
+"""op_host/cuda/build_lib.sh (the nvcc-only build the GPU machines use) compiles exactly the sources CMake puts
+into libhpmoe_cuda and the SSC library it links: a source added to CMake alone once left the GPU build with
+an undefined symbol. No GPU or nvcc needed: --sources prints the list."""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cmake_target_sources(cmakelists: Path, target: str) -> set[Path]:
+    text = cmakelists.read_text()
+    body = re.search(rf"add_library\({target}\s+\w+\s+([^)]*)\)", text).group(1)
+    out = set()
+    for word in body.split():
+        word = word.replace("${PROJECT_SOURCE_DIR}", str(ROOT))
+        out.add((Path(word) if word.startswith("/") else cmakelists.parent / word).resolve())
+    return out
+
+
+def test_build_lib_sources_are_cmakes():
+    listed = subprocess.run(["bash", str(ROOT / "op_host/cuda/build_lib.sh"), "--sources"], check=True,
+                            capture_output=True, text=True).stdout.split()
+    expected = (cmake_target_sources(ROOT / "op_host/cuda/CMakeLists.txt", "hpmoe_cuda")
+                | cmake_target_sources(ROOT / "op_host/CMakeLists.txt", "hpmoe_ssc"))
+    assert {Path(p).resolve() for p in listed} == expected
+    assert len(listed) == len(expected) and all(Path(p).is_file() for p in listed)
+    assert ROOT / "op_host/validate/check_events.cpp" in expected
