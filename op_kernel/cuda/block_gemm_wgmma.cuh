@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "dtype.cuh"
+
 namespace hpmoe {
 namespace cuda {
 
@@ -27,6 +29,9 @@ constexpr uint32_t kMnLbo = 1024, kMnSbo = kBK * 128;
 constexpr uint32_t kMnLbo = kBK * 128, kMnSbo = 1024;
 #endif
 constexpr uint32_t kGemmSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack (atoms are 1 KB aligned)
+
+__device__ __forceinline__ uint32_t Bits16(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ uint32_t Bits16(__half v) { return __half_as_ushort(v); }
 
 template <class T>
 struct Stored {
@@ -173,6 +178,47 @@ struct BlockGemm {
         if (m < m_valid) store(c + m * ldc + n, d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
       }
     }
+  }
+
+  // The same epilogue for 16-bit outputs, staged through shared memory so that global stores are whole
+  // 16-byte vectors along each row (the register layout gives each thread 4-byte pieces of eight rows).
+  // Block-wide; the stage slots must be idle (after Accumulate). Rows are padded by 16 bytes so that the
+  // staging writes of a warp (eight rows, four pieces each) fall in distinct banks.
+  __device__ void WriteStaged(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
+    constexpr uint32_t kRowBytes = kBN * 2 + 16;
+    static_assert(kBM * kRowBytes <= kStages * kStageBytes, "the staged tile fits the stage slots");
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = 64 * wg + 16 * warp + g + 8 * h;
+        const uint32_t lo = Bits16(FromF<T>(d[4 * j + 2 * h])), hi = Bits16(FromF<T>(d[4 * j + 2 * h + 1]));
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem + row * kRowBytes + (8 * j + 2 * t) * 2),
+                     "r"(lo | (hi << 16))
+                     : "memory");
+      }
+    }
+    __syncthreads();
+    constexpr int kVecs = kBN / 8;  // 16-byte vectors per row
+    for (int i = threadIdx.x; i < kBM * kVecs; i += blockDim.x) {
+      const int row = i / kVecs, v = i % kVecs;
+      const int64_t m = m0 + row, n = n0 + 8 * v;
+      if (m >= m_valid || n >= n_valid) continue;
+      uint4 x;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+                   : "r"(smem + row * kRowBytes + v * 16));
+      if (n + 8 <= n_valid && ((ldc | n) & 7) == 0) {
+        *reinterpret_cast<uint4*>(c + m * ldc + n) = x;
+      } else {
+        const T* e = reinterpret_cast<const T*>(&x);
+        for (int q = 0; q < 8 && n + q < n_valid; ++q) c[m * ldc + n + q] = e[q];
+      }
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
+    __syncthreads();
   }
 };
 
