@@ -202,6 +202,7 @@ struct BlockGemm {
     }
     __syncthreads();
     constexpr int kVecs = kBN / 8;  // 16-byte vectors per row
+    const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
     for (int i = threadIdx.x; i < kBM * kVecs; i += blockDim.x) {
       const int row = i / kVecs, v = i % kVecs;
       const int64_t m = m0 + row, n = n0 + 8 * v;
@@ -210,7 +211,7 @@ struct BlockGemm {
       asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                    : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
                    : "r"(smem + row * kRowBytes + v * 16));
-      if (n + 8 <= n_valid && ((ldc | n) & 7) == 0) {
+      if (rows_aligned && n + 8 <= n_valid) {  // n is a multiple of 8 (n0 of 256, vectors of 8)
         *reinterpret_cast<uint4*>(c + m * ldc + n) = x;
       } else {
         const T* e = reinterpret_cast<const T*>(&x);
