@@ -3,6 +3,9 @@
 #include <cstring>
 #include <string>
 
+#include <vector>
+
+#include "../../op_kernel/runtime/routing_plan.h"
 #include "dynamic_dispatch.h"
 #include "rank_runtime.h"
 #include "shm_heap.h"
@@ -23,6 +26,18 @@ hpmoe::ssc::SscConfig ToConfig(const uint32_t* c) {
 }  // namespace
 
 extern "C" {
+
+int hpmoe_cpu_plan(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
+                   const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
+                   int64_t* bad_id) {
+  std::vector<uint32_t> scratch(size_t(ep) * experts_per_rank);
+  const hpmoe::rt::PlanShape shape{tokens, topk, ep, experts_per_rank, rows_per_src};
+  const hpmoe::rt::PlanResult r =
+      hpmoe::rt::BuildRoutingPlan(shape, ids, send_counts, send_rows, token_rows, scratch.data());
+  *need = r.need;
+  *bad_id = r.bad_id;
+  return 0;
+}
 
 int hpmoe_cpu_layout(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint64_t* slot_offsets,
                      uint64_t* slot_bytes, uint64_t* counter_offsets, uint64_t* segment_bytes, char* err, int errlen) {

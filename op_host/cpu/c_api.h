@@ -14,6 +14,13 @@ typedef struct {
   uint32_t fault_direction;   // 0 fwd, 1 bwd
 } HpmoeRankOptions;
 
+// The routing plan phase (op_kernel/runtime/routing_plan.h) of one source rank: ids [tokens*topk] int32;
+// outputs send_counts [ep*E], send_rows [ep*C], token_rows [tokens*topk]. Returns 0; with `need` the most rows
+// sent to one destination and `bad_id` the first out-of-range (t*k + j) or -1. need > C: the plan is incomplete.
+int hpmoe_cpu_plan(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
+                   const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
+                   int64_t* bad_id);
+
 // config16: the 16 uint32 of ssc::SscConfig. Fills offsets/bytes of the 26 slots, the two counter offsets,
 // and the size of one rank's segment.
 int hpmoe_cpu_layout(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint64_t* slot_offsets,

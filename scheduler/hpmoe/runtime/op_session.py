@@ -27,7 +27,7 @@ from ..errors import HpmoeError, InputError
 from ..ssc_format import Slot
 from . import native
 from .input_checks import check_ids
-from .routing import plan_rank
+from .plan_phase import plan_or_raise
 from .shm_names import owner_pid, remove_stale_segments
 from .ssc_cache import SscCache
 
@@ -93,7 +93,7 @@ class RankSession:
         capacity = self.cache.capacity_for(int(rows.max(initial=0)), self.capacity)
         if self.active is None or capacity != self.active.bucket.cfg.recv_rows_per_src:
             self._load(self.cache.get(capacity))
-        plan = plan_rank(self.active.bucket.cfg, ids)
+        plan = plan_or_raise(self.active.bucket.cfg, ids)  # the shared plan phase (routing_plan.h)
         return tuple(np.ascontiguousarray(a, np.int32) for a in (ids, plan.send_rows, plan.send_counts,
                                                                   plan.token_rows))
 

@@ -24,7 +24,8 @@ from ..errors import ConfigError
 from ..ssc_format import Slot
 from . import native
 from .dtypes import to_float64, to_storage
-from .routing import check_routing, plan_rank
+from .plan_phase import plan_or_raise
+from .routing import check_routing
 from .shm_names import remove_stale_segments, segment_name
 from .supervise import kill_all, supervise
 
@@ -102,7 +103,7 @@ class CpuTwin:
         cfg = self.cfg
         check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
         for r in range(cfg.ep):
-            plan = plan_rank(cfg, inputs.topk_ids[r])
+            plan = plan_or_raise(cfg, inputs.topk_ids[r])  # the shared plan phase (routing_plan.h)
             put = {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.W1: to_storage(inputs.w1[r], cfg.dtype),
                    Slot.W2: to_storage(inputs.w2[r], cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
                    Slot.TOPK_IDS: inputs.topk_ids[r], Slot.TOPK_WEIGHTS: inputs.topk_weights[r],

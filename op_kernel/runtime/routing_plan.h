@@ -1,0 +1,71 @@
+// The routing plan phase (docs/design.md, "The routing plan phase"): from one source rank's topk_ids
+// [T, k] (global expert ids; expert g lives on rank g / E), the rows it sends each destination.
+//   send_counts[d][e]  rows for local expert e of destination d
+//   send_rows[d][i]    the t*k + j carried by row i of this rank's slot on d, -1 past the count; rows are
+//                      sorted by local expert on d, then by t*k + j (a stable counting sort)
+//   token_rows[t][j]   row of (t, j) in this rank's return buffers: d*C + i
+// Every backend builds the same plan: this serial form is the CPU twin's (and the reference the CUDA
+// backend's parallel kernels, op_kernel/cuda/routing_plan.cuh, must equal bit for bit). Device-compilable.
+#pragma once
+
+#include <stdint.h>
+
+#include "device.h"
+
+namespace hpmoe {
+namespace rt {
+
+// What the plan phase found. need: the most rows this rank sends one destination (the bucket it needs);
+// bad_id: the first t*k + j whose id is outside [0, ep*E), or -1.
+struct PlanResult {
+  uint32_t need;
+  int64_t bad_id;
+};
+
+struct PlanShape {
+  uint32_t tokens, topk, ep, experts_per_rank, rows_per_src;  // T, k, ep, E, C
+};
+
+// scratch: ep*E uint32. When need > C the plan is incomplete (rows past C are not written, their token_rows
+// are -1) and must not be used: the caller refuses the routing or grows the bucket.
+HPMOE_DEVICE PlanResult BuildRoutingPlan(const PlanShape& s, const int32_t* ids, int32_t* send_counts,
+                                         int32_t* send_rows, int32_t* token_rows, uint32_t* scratch) {
+  const uint64_t n = uint64_t(s.tokens) * s.topk;
+  const uint32_t experts = s.ep * s.experts_per_rank;
+  PlanResult res{0, -1};
+  for (uint32_t g = 0; g < experts; ++g) scratch[g] = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const int32_t g = ids[i];
+    if (g < 0 || uint32_t(g) >= experts) {
+      res.bad_id = int64_t(i);
+      return res;
+    }
+    ++scratch[g];
+  }
+  // scratch[g] becomes the first row of expert g inside its destination's slot.
+  for (uint32_t d = 0; d < s.ep; ++d) {
+    uint32_t row = 0;
+    for (uint32_t e = 0; e < s.experts_per_rank; ++e) {
+      const uint32_t g = d * s.experts_per_rank + e;
+      send_counts[g] = int32_t(scratch[g]);
+      scratch[g] = row;
+      row += uint32_t(send_counts[g]);
+    }
+    if (row > res.need) res.need = row;
+    for (uint32_t i = row; i < s.rows_per_src; ++i) send_rows[uint64_t(d) * s.rows_per_src + i] = -1;
+  }
+  for (uint64_t i = 0; i < n; ++i) {  // ascending t*k + j: stable within each expert
+    const uint32_t g = uint32_t(ids[i]), d = g / s.experts_per_rank;
+    const uint32_t pos = scratch[g]++;
+    if (pos >= s.rows_per_src) {
+      token_rows[i] = -1;
+      continue;
+    }
+    send_rows[uint64_t(d) * s.rows_per_src + pos] = int32_t(i);
+    token_rows[i] = int32_t(uint64_t(d) * s.rows_per_src + pos);
+  }
+  return res;
+}
+
+}  // namespace rt
+}  // namespace hpmoe
