@@ -84,16 +84,36 @@ int hpmoe_cuda_read(void* group, uint32_t rank, uint32_t slot, void* dst, uint64
   return Fail(static_cast<CudaGroup*>(group)->Read(rank, slot, dst, bytes), err, errlen);
 }
 
-int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* o, float* ms_per_rank, char* err,
-                   int errlen) {
-  CudaGroup* g = static_cast<CudaGroup*>(group);
+namespace {
+hpmoe::cuda::LaunchOptions ToOptions(const HpmoeCudaOptions* o) {
   hpmoe::cuda::LaunchOptions opts;
   opts.timeout_ms = o->timeout_ms;
   opts.fault_rank = o->fault_rank;
   opts.fault_mode = o->fault_mode;
   opts.fault_after = o->fault_after;
   opts.trace = o->trace != 0;
-  const std::string e = g->Run(direction, opts);
+  opts.plan = o->plan != 0;
+  return opts;
+}
+}  // namespace
+
+int hpmoe_cuda_launch(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
+                      uint32_t dw_half, uint32_t plan, const HpmoeCudaOptions* options, char* err, int errlen) {
+  hpmoe::cuda::LaunchSpec spec;
+  for (uint32_t s = 0; s < hpmoe::ssc::kSlotCount; ++s) spec.bound[s] = bound != nullptr ? bound[s] : 0;
+  spec.dw_half = dw_half != 0;
+  spec.plan = plan != 0;
+  return Fail(static_cast<CudaGroup*>(group)->Launch(rank, direction, stream, spec, ToOptions(options)), err, errlen);
+}
+
+int hpmoe_cuda_poll(void* group, char* err, int errlen) {
+  return Fail(static_cast<CudaGroup*>(group)->Poll(), err, errlen);
+}
+
+int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* o, float* ms_per_rank, char* err,
+                   int errlen) {
+  CudaGroup* g = static_cast<CudaGroup*>(group);
+  const std::string e = g->Run(direction, ToOptions(o));
   if (ms_per_rank != nullptr && e.empty()) {
     for (uint32_t r = 0; r < g->NumRanks(); ++r) ms_per_rank[r] = g->LastMs(r);
   }

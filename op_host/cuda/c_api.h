@@ -12,6 +12,7 @@ typedef struct {
   uint32_t fault_mode;   // 0: none, 1: drop the fault_after-th put on fault_rank (no payload, no signal)
   uint32_t fault_after;
   uint32_t trace;        // 1: record per-task start/end (global timer, ns)
+  uint32_t plan;         // hpmoe_cuda_run, forward: 1 = build the routing plan from TOPK_IDS on the device
 } HpmoeCudaOptions;
 
 // GPUs the CUDA runtime sees (0 when there is no driver or no GPU).
@@ -35,6 +36,15 @@ int hpmoe_cuda_read(void* group, uint32_t rank, uint32_t slot, void* dst, uint64
 // One launch of `direction` on every rank; ms_per_rank (ep floats, may be NULL) gets each kernel's time.
 int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* options, float* ms_per_rank, char* err,
                    int errlen);
+// Enqueues one launch of `direction` on local `rank` on `stream` (a cudaStream_t; NULL = the legacy default
+// stream) without waiting: bound[26] device addresses used in place of heap slots (0 = the heap slot; only
+// slots no peer writes), dw_half: bound DW1/DW2 hold the model dtype; plan: build the routing plan on the
+// device from TOPK_IDS first (forward). A failure is reported by hpmoe_cuda_poll.
+int hpmoe_cuda_launch(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
+                      uint32_t dw_half, uint32_t plan, const HpmoeCudaOptions* options, char* err, int errlen);
+// 0 while no launch of the group has failed (reads mapped host memory: no sync); else 1 with the first
+// failure's report in `err` (after syncing the failed rank's stream).
+int hpmoe_cuda_poll(void* group, char* err, int errlen);
 uint32_t hpmoe_cuda_num_tasks(void* group, uint32_t rank, uint32_t direction);
 // out: num_tasks x 2 uint64 (start, end) of the last traced launch.
 int hpmoe_cuda_trace(void* group, uint32_t rank, uint32_t direction, uint64_t* out, char* err, int errlen);

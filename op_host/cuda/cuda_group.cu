@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "../../op_kernel/cuda/routing_plan.cuh"
 #include "../../op_kernel/cuda/worker_kernel.cuh"
 #include "tensor_maps.h"
 #include "../one_line.h"
@@ -40,15 +41,18 @@ CudaGroup::~CudaGroup() {
     else if (r.segment != nullptr) cudaIpcCloseMemHandle(r.segment);
     cudaFree(r.fault_counter);
     cudaFree(r.tensor_maps);
+    cudaFree(r.plan_counts);
     for (int d = 0; d < 2; ++d) {
       cudaFree(r.image[d]);
       cudaFree(r.dev_rank[d]);
       cudaFree(r.reports[d]);
       cudaFree(r.trace[d]);
+      cudaFree(r.epoch[d]);
       if (r.events[d]) cudaEventDestroy(static_cast<cudaEvent_t>(r.events[d]));
     }
     if (r.stream) cudaStreamDestroy(static_cast<cudaStream_t>(r.stream));
   }
+  if (host_status_ != nullptr) cudaFreeHost(host_status_);
 }
 
 std::string CudaGroup::Configure(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd) {
@@ -62,6 +66,9 @@ std::string CudaGroup::Configure(const ssc::SscConfig& cfg, uint32_t counters_fw
   if (!err.empty()) return err;
   cfg_ = cfg;
   ranks_.resize(cfg.ep);
+  HPMOE_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&host_status_), cfg.ep * sizeof(uint32_t),
+                               cudaHostAllocMapped | cudaHostAllocPortable), "allocating the mapped status words");
+  for (uint32_t r = 0; r < cfg.ep; ++r) host_status_[r] = 0;
   return "";
 }
 
@@ -77,6 +84,13 @@ std::string CudaGroup::AllocateRank(uint32_t r, int device) {
   HPMOE_CUDA_TRY(cudaMemset(s.segment, 0, layout_.segment_bytes), "zeroing a heap segment");
   HPMOE_CUDA_TRY(cudaDeviceSynchronize(), "zeroing a heap segment");  // zero before any peer can map it
   HPMOE_CUDA_TRY(cudaMalloc(&s.fault_counter, sizeof(uint32_t)), "cudaMalloc");
+  for (int d = 0; d < 2; ++d) {
+    HPMOE_CUDA_TRY(cudaMalloc(&s.epoch[d], sizeof(uint32_t)), "cudaMalloc");
+    HPMOE_CUDA_TRY(cudaMemset(s.epoch[d], 0, sizeof(uint32_t)), "cudaMemset");
+  }
+  const uint64_t chunks = (uint64_t(cfg_.tokens) * cfg_.topk + kPlanChunk - 1) / kPlanChunk;
+  HPMOE_CUDA_TRY(cudaMalloc(&s.plan_counts, (chunks ? chunks : 1) * cfg_.ep * cfg_.experts_per_rank * sizeof(uint32_t)),
+                 "allocating the routing plan's scratch");
   cudaStream_t stream;
   HPMOE_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   s.stream = stream;
@@ -183,6 +197,8 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
   HPMOE_CUDA_TRY(cudaMalloc(&s.image[direction], size), "allocating the SSC image");
   HPMOE_CUDA_TRY(cudaMemcpy(s.image[direction], host, size, cudaMemcpyHostToDevice), "uploading the SSC");
   HPMOE_CUDA_TRY(cudaMalloc(&s.reports[direction], l.program.num_queues * sizeof(rt::WorkerReport)), "cudaMalloc");
+  // Written only by a worker that fails; the group is unusable after that, so zeroed once here.
+  HPMOE_CUDA_TRY(cudaMemset(s.reports[direction], 0, l.program.num_queues * sizeof(rt::WorkerReport)), "cudaMemset");
   if (s.dev_rank[direction] == nullptr)
     HPMOE_CUDA_TRY(cudaMalloc(&s.dev_rank[direction], sizeof(DeviceRank)), "cudaMalloc");
   // The program's pointers, rebased from the host image onto the device copy.
@@ -213,6 +229,11 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
   d.tensor_maps = s.tensor_maps;
   d.reports = s.reports[direction];
   d.fault_counter = s.fault_counter;
+  d.epoch = s.epoch[direction];
+  void* status = nullptr;
+  HPMOE_CUDA_TRY(cudaHostGetDevicePointer(&status, host_status_ + rank, 0), "mapping the status word");
+  d.host_status = static_cast<uint32_t*>(status);
+  s.device_copy_current[direction] = false;  // copied by the next launch
   return "";
 }
 
@@ -236,59 +257,145 @@ std::string CudaGroup::Read(uint32_t rank, uint32_t slot, void* dst, uint64_t by
   return "";
 }
 
-std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
+std::string CudaGroup::BindWeights(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding) {
+  LaunchBinding& b = *static_cast<LaunchBinding*>(binding);
+  (void)b;  // unused without TMA (the cp.async tiles read bound weights through DeviceRank::Slot)
+  const uint32_t slots[2] = {ssc::kSlotW1, ssc::kSlotW2};
+  for (int w = 0; w < 2; ++w) {
+    const uint64_t base = spec.bound[slots[w]];
+    if (base == 0) continue;
+#if HPMOE_GEMM_TMA
+    if (base % 16 != 0) return Format("%s at 0x%llx is not 16-byte aligned (the copy engine reads it in place)",
+                                      ssc::SlotName(slots[w]), (unsigned long long)base);
+    if (s.map_base[direction][w] != base) {  // weights rarely move: encode once per address
+      const std::string err = EncodeSlotMaps(layout_.slots[slots[w]], reinterpret_cast<const void*>(base),
+                                             s.weight_maps[direction][w]);
+      if (!err.empty()) return Format("%s: %s", ssc::SlotName(slots[w]), err.c_str());
+      s.map_base[direction][w] = base;
+    }
+    std::memcpy(b.weight_maps[w], s.weight_maps[direction][w], sizeof(b.weight_maps[w]));
+#endif
+  }
+  return "";
+}
+
+std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_ptr, const LaunchSpec& spec,
+                               const LaunchOptions& o, bool timed) {
+  RankState& s = ranks_[rank];
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  HPMOE_CUDA_TRY(cudaSetDevice(s.device), "cudaSetDevice");
+  DeviceRank& d = s.host_rank[direction];
+  const LaunchOptions& last = s.last_options[direction];
+  const bool same_options = last.timeout_ms == o.timeout_ms && last.fault_rank == o.fault_rank &&
+                            last.fault_mode == o.fault_mode && last.fault_after == o.fault_after &&
+                            last.trace == o.trace;
+  if (!s.device_copy_current[direction] || !same_options) {  // never in a steady state (not capturable)
+    for (uint32_t p = 0; p < ranks_.size(); ++p) d.segments[p] = ranks_[p].segment;
+    d.timeout_ns = o.timeout_ms * 1000000ull;
+    d.fault_mode = o.fault_rank == rank ? o.fault_mode : kCudaFaultNone;
+    d.fault_after = o.fault_after;
+    if (o.trace && s.trace[direction] == nullptr)
+      HPMOE_CUDA_TRY(cudaMalloc(&s.trace[direction], 2 * sizeof(uint64_t) * d.program.num_tasks), "cudaMalloc");
+    d.trace = o.trace ? s.trace[direction] : nullptr;
+    HPMOE_CUDA_TRY(cudaMemcpyAsync(s.dev_rank[direction], &d, sizeof(DeviceRank), cudaMemcpyHostToDevice, stream),
+                   "uploading the launch state");
+    HPMOE_CUDA_TRY(cudaStreamSynchronize(stream), "uploading the launch state");  // &d is read before it changes
+    s.device_copy_current[direction] = true;
+    s.last_options[direction] = o;
+  }
+  if (d.trace) cudaMemsetAsync(d.trace, 0, 2 * sizeof(uint64_t) * d.program.num_tasks, stream);
+  if (d.fault_mode != kCudaFaultNone) cudaMemsetAsync(s.fault_counter, 0, sizeof(uint32_t), stream);
+  LaunchBinding b{};
+  for (uint32_t slot = 0; slot < ssc::kSlotCount; ++slot) {
+    if (spec.bound[slot] == 0) continue;
+    if (!BindableSlot(slot))
+      return Format("slot %s cannot be bound outside the heap (peers write it)", ssc::SlotName(slot));
+    b.bound[slot] = reinterpret_cast<uint8_t*>(spec.bound[slot]);
+  }
+  b.dw_half = spec.dw_half ? 1u : 0u;
+  b.planned = spec.plan ? 1u : 0u;
+  std::string err = BindWeights(s, direction, spec, &b);
+  if (!err.empty()) return err;
+  BindLaunch<<<1, 64, 0, stream>>>(s.dev_rank[direction], b);
+  if (spec.plan) {
+    const uint64_t n = uint64_t(cfg_.tokens) * cfg_.topk;
+    const uint32_t experts = cfg_.ep * cfg_.experts_per_rank;
+    PlanArgs a{};
+    a.ids = spec.bound[ssc::kSlotTopkIds]
+                ? reinterpret_cast<const int32_t*>(spec.bound[ssc::kSlotTopkIds])
+                : reinterpret_cast<const int32_t*>(s.segment + layout_.slot_offset[ssc::kSlotTopkIds]);
+    a.n = n;
+    a.ep = cfg_.ep;
+    a.experts_per_rank = cfg_.experts_per_rank;
+    a.rows_per_src = cfg_.recv_rows_per_src;
+    a.chunks = uint32_t((n + kPlanChunk - 1) / kPlanChunk);
+    a.counts = s.plan_counts;
+    a.send_counts = reinterpret_cast<int32_t*>(s.segment + layout_.slot_offset[ssc::kSlotSendCounts]);
+    a.send_rows = reinterpret_cast<int32_t*>(s.segment + layout_.slot_offset[ssc::kSlotSendRows]);
+    a.token_rows = reinterpret_cast<int32_t*>(s.segment + layout_.slot_offset[ssc::kSlotTokenRows]);
+    a.rank = s.dev_rank[direction];
+    if (a.chunks > 0) {
+      PlanCount<<<a.chunks, kPlanThreads, experts * sizeof(uint32_t), stream>>>(a);
+      PlanPlace<<<dim3(a.chunks, experts), kPlanThreads, 0, stream>>>(a);
+    }
+  }
+  HPMOE_CUDA_TRY(cudaGetLastError(), "launching the bind / routing plan kernels");
+  void* args[] = {&s.dev_rank[direction]};
+  if (timed) cudaEventRecord(static_cast<cudaEvent_t>(s.events[0]), stream);
+  const cudaError_t e = cudaLaunchCooperativeKernel(Kernel(cfg_.dtype), dim3(cfg_.num_aic + cfg_.num_aiv),
+                                                    dim3(kThreads), args, kWorkerSmemBytes, stream);
+  if (e != cudaSuccess) {
+    failed_ = true;
+    return Format("rank %u: launching the persistent kernel: %s (%s)", rank, cudaGetErrorName(e), cudaGetErrorString(e));
+  }
+  if (timed) cudaEventRecord(static_cast<cudaEvent_t>(s.events[1]), stream);
+  s.last_stream = stream;
+  return "";
+}
+
+std::string CudaGroup::Launch(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
+                              const LaunchOptions& options) {
   if (direction > 1) return "direction must be 0 (fwd) or 1 (bwd)";
+  if (rank >= ranks_.size() || !IsLocal(rank)) return Format("rank %u is not a rank of this process", rank);
   if (failed_) return "an earlier launch of this group failed; its counters are inconsistent: create a new group";
   if (!validated_[direction]) return Format("the %s SSCs of the group are not all loaded", kDirNames[direction]);
   for (uint32_t r = 0; r < ranks_.size(); ++r) {
     if (ranks_[r].segment == nullptr) return Format("rank %u's heap is not mapped in this process (open its IPC handle)", r);
   }
-  for (uint32_t r = 0; r < ranks_.size(); ++r) {
-    if (!IsLocal(r)) continue;
-    RankState& s = ranks_[r];
-    cudaStream_t stream = static_cast<cudaStream_t>(s.stream);
-    HPMOE_CUDA_TRY(cudaSetDevice(s.device), "cudaSetDevice");
-    DeviceRank& d = s.host_rank[direction];
-    for (uint32_t p = 0; p < ranks_.size(); ++p) d.segments[p] = ranks_[p].segment;
-    d.program.invocation = ++s.invocations[direction];
-    d.timeout_ns = o.timeout_ms * 1000000ull;
-    d.fault_mode = o.fault_rank == r ? o.fault_mode : kCudaFaultNone;
-    d.fault_after = o.fault_after;
-    if (o.trace && s.trace[direction] == nullptr)
-      HPMOE_CUDA_TRY(cudaMalloc(&s.trace[direction], 2 * sizeof(uint64_t) * d.program.num_tasks), "cudaMalloc");
-    d.trace = o.trace ? s.trace[direction] : nullptr;
-    if (d.trace) cudaMemsetAsync(d.trace, 0, 2 * sizeof(uint64_t) * d.program.num_tasks, stream);
-    cudaMemsetAsync(s.fault_counter, 0, sizeof(uint32_t), stream);
-    cudaMemsetAsync(d.reports, 0, d.program.num_queues * sizeof(rt::WorkerReport), stream);
-    cudaMemcpyAsync(s.dev_rank[direction], &d, sizeof(DeviceRank), cudaMemcpyHostToDevice, stream);
-  }
-  // All ranks' kernels are in flight together: each waits on its peers' signals.
-  for (uint32_t r = 0; r < ranks_.size(); ++r) {
-    if (!IsLocal(r)) continue;
-    RankState& s = ranks_[r];
-    cudaStream_t stream = static_cast<cudaStream_t>(s.stream);
-    cudaSetDevice(s.device);
-    void* args[] = {&s.dev_rank[direction]};
-    cudaEventRecord(static_cast<cudaEvent_t>(s.events[0]), stream);
-    const cudaError_t e = cudaLaunchCooperativeKernel(Kernel(cfg_.dtype), dim3(cfg_.num_aic + cfg_.num_aiv),
-                                                      dim3(kThreads), args, kWorkerSmemBytes, stream);
-    if (e != cudaSuccess) {
-      failed_ = true;
-      return Format("rank %u: launching the persistent kernel: %s (%s)", r, cudaGetErrorName(e), cudaGetErrorString(e));
+  return Enqueue(rank, direction, stream, spec, options, false);
+}
+
+std::string CudaGroup::FailureReport(uint32_t rank) {
+  RankState& s = ranks_[rank];
+  cudaSetDevice(s.device);
+  if (s.last_stream != nullptr || s.stream != nullptr)
+    HPMOE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(s.last_stream ? s.last_stream : s.stream)),
+                   "running the persistent kernel");
+  for (uint32_t dir = 0; dir < 2; ++dir) {  // a refused routing plan first: it names the input at fault
+    if (s.dev_rank[dir] == nullptr) continue;
+    DeviceRank d;
+    HPMOE_CUDA_TRY(cudaMemcpy(&d, s.dev_rank[dir], sizeof(d), cudaMemcpyDeviceToHost), "reading the launch state");
+    if (!d.planned) continue;
+    const uint32_t experts = cfg_.ep * cfg_.experts_per_rank;
+    if (d.plan_bad != kNoBadId) {
+      const int32_t* ids = d.bound[ssc::kSlotTopkIds]
+                               ? reinterpret_cast<const int32_t*>(d.bound[ssc::kSlotTopkIds])
+                               : reinterpret_cast<const int32_t*>(s.segment + layout_.slot_offset[ssc::kSlotTopkIds]);
+      int32_t v = 0;
+      cudaMemcpy(&v, ids + d.plan_bad, sizeof(v), cudaMemcpyDeviceToHost);
+      return Format("rank %u: topk_ids[%llu, %llu] = %d is outside [0, %u); the output was set to NaN", rank,
+                    d.plan_bad / cfg_.topk, d.plan_bad % cfg_.topk, v, experts);
     }
-    cudaEventRecord(static_cast<cudaEvent_t>(s.events[1]), stream);
+    if (d.plan_need > cfg_.recv_rows_per_src)
+      return Format("rank %u sends %u rows to one rank; the bucket holds C=%u (no row moved; the output was set to NaN)",
+                    rank, d.plan_need, cfg_.recv_rows_per_src);
   }
   std::string first;
   uint32_t failures = 0;
-  for (uint32_t r = 0; r < ranks_.size(); ++r) {
-    if (!IsLocal(r)) continue;
-    RankState& s = ranks_[r];
-    cudaSetDevice(s.device);
-    HPMOE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream)), "running the persistent kernel");
-    cudaEventElapsedTime(&s.last_ms, static_cast<cudaEvent_t>(s.events[0]), static_cast<cudaEvent_t>(s.events[1]));
-    const DeviceRank& d = s.host_rank[direction];
-    std::vector<rt::WorkerReport> reports(d.program.num_queues);
-    HPMOE_CUDA_TRY(cudaMemcpy(reports.data(), d.reports, reports.size() * sizeof(rt::WorkerReport),
+  for (uint32_t dir = 0; dir < 2; ++dir) {
+    if (s.reports[dir] == nullptr) continue;
+    std::vector<rt::WorkerReport> reports(s.host_rank[dir].program.num_queues);
+    HPMOE_CUDA_TRY(cudaMemcpy(reports.data(), s.reports[dir], reports.size() * sizeof(rt::WorkerReport),
                               cudaMemcpyDeviceToHost), "reading worker reports");
     for (const rt::WorkerReport& w : reports) {
       if (w.status == rt::kOk) continue;
@@ -298,10 +405,43 @@ std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
         first = FormatWorkerReport(w, cfg_.num_aic);
     }
   }
-  if (failures == 0) return "";
-  failed_ = true;
   if (failures > 1) first += Format(" (+%u more workers stopped)", failures - 1);
-  return first;
+  return first.empty() ? Format("rank %u: a launch failed (no worker report)", rank) : first;
+}
+
+std::string CudaGroup::Poll() {
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (!IsLocal(r) || reinterpret_cast<volatile uint32_t*>(host_status_)[r] == 0) continue;
+    failed_ = true;
+    return FailureReport(r);
+  }
+  return "";
+}
+
+std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
+  if (direction > 1) return "direction must be 0 (fwd) or 1 (bwd)";
+  if (failed_) return "an earlier launch of this group failed; its counters are inconsistent: create a new group";
+  if (!validated_[direction]) return Format("the %s SSCs of the group are not all loaded", kDirNames[direction]);
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (ranks_[r].segment == nullptr) return Format("rank %u's heap is not mapped in this process (open its IPC handle)", r);
+  }
+  // All ranks' kernels are in flight together: each waits on its peers' signals.
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (!IsLocal(r)) continue;
+    RankState& s = ranks_[r];
+    LaunchSpec spec;
+    spec.plan = o.plan && direction == 0;  // the routing plan from TOPK_IDS, on the device
+    const std::string err = Enqueue(r, direction, s.stream, spec, o, true);
+    if (!err.empty()) return err;
+  }
+  for (uint32_t r = 0; r < ranks_.size(); ++r) {
+    if (!IsLocal(r)) continue;
+    RankState& s = ranks_[r];
+    cudaSetDevice(s.device);
+    HPMOE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream)), "running the persistent kernel");
+    cudaEventElapsedTime(&s.last_ms, static_cast<cudaEvent_t>(s.events[0]), static_cast<cudaEvent_t>(s.events[1]));
+  }
+  return Poll();
 }
 
 std::string CudaGroup::ReadTrace(uint32_t rank, uint32_t direction, uint64_t* out) {

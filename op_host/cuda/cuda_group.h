@@ -24,6 +24,16 @@ struct LaunchOptions {
   uint32_t fault_mode = kCudaFaultNone;  // CudaFault
   uint32_t fault_after = 0;
   bool trace = false;  // record per-task global-timer start/end
+  bool plan = false;   // Run, forward: build the routing plan from the TOPK_IDS slot on the device first
+};
+
+// What one launch binds (launch_binding.cuh): slots used in place (device addresses; 0 = the heap slot; only
+// BindableSlot slots), DW1/DW2 in the model dtype, and whether to build the routing plan on the device first
+// (forward: from the TOPK_IDS slot, bound or in the heap).
+struct LaunchSpec {
+  uint64_t bound[ssc::kSlotCount] = {};
+  bool dw_half = false;
+  bool plan = false;
 };
 
 struct RankState {
@@ -38,7 +48,13 @@ struct RankState {
   uint64_t* trace[2] = {nullptr, nullptr};
   uint32_t* fault_counter = nullptr;
   uint8_t* tensor_maps = nullptr;  // TMA builds: this rank's slot tensor maps (tensor_maps.h)
-  uint32_t invocations[2] = {0, 0};
+  uint32_t* epoch[2] = {nullptr, nullptr};  // device launch counters (the bind kernel advances them)
+  uint32_t* plan_counts = nullptr;           // routing_plan.cuh scratch: [chunks][ep * E]
+  bool device_copy_current[2] = {false, false};  // dev_rank[d] holds host_rank[d] (options, peer segments)
+  LaunchOptions last_options[2];
+  uint64_t map_base[2][2] = {};              // [direction][W1/W2]: the address the cached maps describe
+  uint8_t weight_maps[2][2][kBoxKinds][kTensorMapBytes] = {};
+  void* last_stream = nullptr;               // of the last launch (a failure is read after syncing it)
   void* stream = nullptr;  // cudaStream_t
   void* events[2] = {nullptr, nullptr};
   float last_ms = 0.0f;
@@ -63,6 +79,14 @@ class CudaGroup {
   std::string Read(uint32_t rank, uint32_t slot, void* dst, uint64_t bytes);
   // One launch of `direction` on every rank; "" or the report of the worker that failed first.
   std::string Run(uint32_t direction, const LaunchOptions& options);
+  // Enqueues one launch of `direction` on local `rank` on `stream` (a cudaStream_t, e.g. PyTorch's current
+  // stream) and returns without waiting: bind, [plan], persistent kernel. Capturable in a CUDA graph once a
+  // launch with the same options ran eagerly. A failure is found by Poll.
+  std::string Launch(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
+                     const LaunchOptions& options);
+  // "" while no launch has failed (reads mapped host memory, no sync); else syncs the failed rank's last
+  // stream and returns the first report in one line. The group is unusable after a failure.
+  std::string Poll();
   uint32_t NumRanks() const { return uint32_t(ranks_.size()); }
   float LastMs(uint32_t rank) const { return ranks_[rank].last_ms; }
   uint32_t NumTasks(uint32_t rank, uint32_t direction) const { return ranks_[rank].ssc[direction].program.num_tasks; }
@@ -76,12 +100,17 @@ class CudaGroup {
   std::string CheckBinding(uint32_t rank, uint32_t direction) const;
   std::string Upload(uint32_t rank, uint32_t direction);
   std::string CheckCoResidency(uint32_t rank, uint32_t direction) const;
+  std::string Enqueue(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
+                      const LaunchOptions& options, bool timed);
+  std::string BindWeights(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding);
+  std::string FailureReport(uint32_t rank);
 
   ssc::SscConfig cfg_{};
   cpu::HeapLayout layout_{};
   std::vector<RankState> ranks_;
   bool validated_[2] = {false, false};
   bool failed_ = false;
+  uint32_t* host_status_ = nullptr;  // mapped pinned memory, one word per rank (DeviceRank::host_status)
   int local_rank_ = -1;  // -1: every rank lives in this process
 };
 

@@ -48,6 +48,7 @@ std::string CudaGroup::OpenPeer(uint32_t peer, const uint8_t* handle, size_t siz
   if (e != cudaSuccess) return Format("mapping rank %u's heap (cudaIpcOpenMemHandle): %s", peer, cudaGetErrorString(e));
   ranks_[peer].segment = static_cast<uint8_t*>(ptr);
   ranks_[peer].owned = false;
+  for (bool& current : ranks_[local_rank_].device_copy_current) current = false;  // new peer segment address
   return "";
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "../../op_kernel/cpu/heap_layout.h"
+#include "../../op_kernel/cuda/tensor_map_kinds.h"
 
 namespace hpmoe {
 namespace cuda {
@@ -13,6 +14,11 @@ namespace cuda {
 // Encodes the maps of `segment` (a device pointer with `layout`) into a new device buffer *out (cudaFree
 // it). "" or one line naming what failed.
 std::string BuildTensorMaps(const cpu::HeapLayout& layout, const uint8_t* segment, uint8_t** out);
+
+// The kBoxKinds maps of one slot of shape `sh` whose data is at `base` (any device address, e.g. a bound
+// framework tensor), into out[box]. Only for slots with HasTensorMaps.
+std::string EncodeSlotMaps(const cpu::SlotShape& sh, const void* base, uint8_t (*out)[kTensorMapBytes]);
+bool HasTensorMaps(const cpu::SlotShape& sh);
 
 }  // namespace cuda
 }  // namespace hpmoe

@@ -2,6 +2,9 @@
 // image uploaded by op_host/cuda), every rank's heap segment (peer pointers: CUDA IPC or P2P mappings of the
 // same layout, so a symmetric address translates as `addr - segment(me) + segment(peer)`), the slot table,
 // the counters of this direction, and the launch's options (timeout, fault hook, trace buffer).
+// Per launch, on the device (launch_binding.cuh, no host copy, so a launch can be captured in a CUDA graph):
+// the invocation number from this rank's device epoch counter, and the slots bound to a framework's tensors
+// (used in place; only slots no peer writes can be bound), with tensor maps for bound weights.
 #pragma once
 
 #include <stdint.h>
@@ -17,6 +20,15 @@ namespace cuda {
 constexpr uint32_t kMaxRanks = 8;
 constexpr uint32_t kThreads = 256;         // threads per worker block (both roles)
 constexpr uint64_t kAbortWordOffset = 64;  // in each segment's control block: 0, or 1 + the first failed rank
+constexpr unsigned long long kNoBadId = ~0ull;
+
+// Slots a launch may bind to memory outside the heap: only this rank reads or writes them (no peer puts
+// into them, so no symmetric address is ever derived from them).
+__host__ __device__ constexpr bool BindableSlot(uint32_t slot) {
+  return slot == ssc::kSlotX || slot == ssc::kSlotTopkIds || slot == ssc::kSlotTopkWeights ||
+         slot == ssc::kSlotW1 || slot == ssc::kSlotW2 || slot == ssc::kSlotY || slot == ssc::kSlotDy ||
+         slot == ssc::kSlotDx || slot == ssc::kSlotDW1 || slot == ssc::kSlotDW2 || slot == ssc::kSlotDTopkWeights;
+}
 
 enum CudaFault : uint32_t {
   kCudaFaultNone = 0,
@@ -46,14 +58,26 @@ struct DeviceRank {
   uint64_t* trace;           // nullptr, or [num_tasks][2] global-timer start/end (ns)
   rt::WorkerReport* reports; // one per queue; status stays kOk unless the worker stopped early
   const uint8_t* tensor_maps; // TMA builds: [kSlotCount][kBoxKinds] CUtensorMaps of this rank's slots
+  uint32_t* epoch;           // launches of this (rank, direction) so far; the bind kernel advances it
+  uint32_t* host_status;     // mapped host memory: set to 1 by the first failing worker (read without a sync)
+  // ---- set per launch by the bind kernel -----------------------------------------------------------
+  uint8_t* bound[ssc::kSlotCount];  // non-null: the slot lives at this address (e.g. a torch tensor)
+  uint32_t dw_half;          // bound DW1/DW2 hold the model dtype (bf16/fp16) instead of fp32
+  uint32_t planned;          // this launch built the routing plan on the device (routing_plan.cuh)
+  unsigned long long plan_bad;  // first out-of-range t*k + j, or ~0
+  uint32_t plan_need;        // most rows this rank sends one destination
+  alignas(64) uint8_t weight_maps[2][kBoxKinds][kTensorMapBytes];  // bound W1 / W2
 
   __device__ const void* TensorMap(uint32_t slot, uint32_t box) const {
+    if ((slot == ssc::kSlotW1 || slot == ssc::kSlotW2) && bound[slot] != nullptr)
+      return weight_maps[slot == ssc::kSlotW2][box];
     return tensor_maps + (uint64_t(slot) * kBoxKinds + box) * kTensorMapBytes;
   }
   __device__ uint8_t* Segment() const { return segments[rank]; }
   template <class T = uint8_t>
   __device__ T* Slot(uint32_t slot) const {
-    return reinterpret_cast<T*>(segments[rank] + slots[slot].offset);
+    uint8_t* b = bound[slot];
+    return reinterpret_cast<T*>(b != nullptr ? b : segments[rank] + slots[slot].offset);
   }
   __device__ uint64_t ElemBytes(uint32_t slot) const {
     const uint32_t d = slots[slot].dtype;

@@ -138,7 +138,12 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
         g.Accumulate(a, b, m0, n0, int64_t(r0), int64_t(r1));
 #endif
       });
-      if (err == 0) g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
+      if (err != 0) break;
+      if (d.dw_half)  // bound to a framework's gradient in the model dtype: the one rounding, here
+        g.Write(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg), int64_t(n),
+                StoreRounded<T>{});
+      else
+        g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
     }
   }
   return err;

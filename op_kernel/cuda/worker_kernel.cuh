@@ -2,13 +2,45 @@
 // (op_kernel/runtime/worker_loop.h, unchanged). Queues 0..num_aic-1 are the cube role (GMM tiles), the rest
 // the vector role; the split is the compiled schedule's, not a constant here. All blocks must be
 // co-resident (the launcher uses a cooperative launch), since blocks wait on each other's counters.
+// It follows the bind kernel (launch_binding.cuh) and, in a forward with a device-built plan, the plan
+// kernels (routing_plan.cuh) on the same stream.
 #pragma once
 
 #include "../runtime/worker_loop.h"
 #include "cuda_handlers.cuh"
+#include "launch_binding.cuh"
 
 namespace hpmoe {
 namespace cuda {
+
+__device__ __forceinline__ void MarkFailed(const DeviceRank& d) {
+  *reinterpret_cast<volatile uint32_t*>(d.host_status) = 1u;  // the host polls it without a sync
+  __threadfence_system();
+}
+
+// A device-built plan that named an expert outside the group or needs more than C rows per destination:
+// nothing runs and no row moves; the output is NaN (never a silently wrong result) and the host reports the
+// plan's problem in one line at its next poll.
+template <class T>
+__device__ void RefusePlan(const DeviceRank& d, uint32_t queue) {
+  if (queue == 0 && threadIdx.x == 0) {
+    rt::WorkerReport r{};
+    r.status = rt::kHandlerFailed;
+    r.rank = d.rank;
+    r.event = ssc::kNoEvent;
+    r.invocation = d.program.invocation;
+    r.detail = rt::kErrPlan;
+    d.reports[0] = r;
+    RaiseAbort(d);
+    MarkFailed(d);
+  }
+  if (d.direction != 0) return;
+  T* y = d.Slot<T>(ssc::kSlotY);
+  const uint64_t n = uint64_t(d.cfg.tokens) * d.cfg.hidden;
+  const T nan = FromF<T>(__int_as_float(0x7fc00000));
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+    y[i] = nan;
+}
 
 template <class T>
 __global__ void __launch_bounds__(kThreads, 1) WorkerKernel(const DeviceRank* __restrict__ rank) {
@@ -16,12 +48,18 @@ __global__ void __launch_bounds__(kThreads, 1) WorkerKernel(const DeviceRank* __
   const DeviceRank& d = *rank;
   const uint32_t queue = blockIdx.x;
   if (queue >= d.program.num_queues) return;
+  if (d.planned && (d.plan_bad != kNoBadId || d.plan_need > d.cfg.recv_rows_per_src)) {
+    RefusePlan<T>(d, queue);
+    return;
+  }
+  AcquireBoundMaps(d);
   CudaSync sync(d);
   CudaHandlers<T> handlers(d, sync, smem);
   rt::WorkerReport* report = threadIdx.x == 0 ? &d.reports[queue] : nullptr;
   const int32_t st = rt::RunWorkerQueue(d.program, queue, sync, handlers, report);
   // A handler failure stops the group; a timeout already did (CudaSync::Wait), an abort was caused by another.
   if (st != rt::kOk && st != rt::kAborted && st != rt::kWaitTimeout && threadIdx.x == 0) RaiseAbort(d);
+  if (st != rt::kOk && threadIdx.x == 0) MarkFailed(d);
 }
 
 }  // namespace cuda

@@ -14,7 +14,7 @@ from ..config import MoeConfig
 from ..graphs import tensor_specs
 from ..runtime.dtypes import to_float64, to_storage
 from ..runtime.native import NP_DTYPES, config_words
-from ..runtime.routing import check_routing, plan_rank
+from ..runtime.routing import check_routing
 from ..runtime.twin import OUTPUTS, MoeInputs
 from ..ssc_format import Slot
 from .native import ERR_LEN, CudaFailure, CudaOptions, lib
@@ -112,11 +112,10 @@ class CudaGroup:
                            inputs.topk_ids[r], inputs.topk_weights[r])
 
     def load_rank(self, rank: int, x, w1, w2, dy, topk_ids, topk_weights) -> None:
-        """One rank's inputs already in storage form (bf16/fp16 bits); call check_routing on the group first."""
-        plan = plan_rank(self.cfg, topk_ids)
+        """One rank's inputs already in storage form (bf16/fp16 bits); call check_routing on the group first.
+        The routing plan is built on the device by the forward launch (op_kernel/cuda/routing_plan.cuh)."""
         for slot, value in {Slot.X: x, Slot.W1: w1, Slot.W2: w2, Slot.DY: dy, Slot.TOPK_IDS: topk_ids,
-                            Slot.TOPK_WEIGHTS: topk_weights, Slot.SEND_ROWS: plan.send_rows,
-                            Slot.SEND_COUNTS: plan.send_counts, Slot.TOKEN_ROWS: plan.token_rows}.items():
+                            Slot.TOPK_WEIGHTS: topk_weights}.items():
             self.write(rank, slot, value)
 
     def outputs(self) -> dict[str, np.ndarray]:
@@ -131,9 +130,10 @@ class CudaGroup:
 
     # ---- launches --------------------------------------------------------------------------------
     def run(self, direction: str, timeout_s: float = 30.0, fault: tuple[int, str, int] | None = None,
-            trace: bool = False) -> list[float]:
-        """One launch of `direction` on every rank; returns each rank's kernel time in ms."""
-        opts = CudaOptions(timeout_ms=int(timeout_s * 1000), trace=int(trace))
+            trace: bool = False, plan: bool = True) -> list[float]:
+        """One launch of `direction` on every rank; returns each rank's kernel time in ms. plan (forward): build
+        the routing plan from the TOPK_IDS slot on the device (else the plan slots are used as written)."""
+        opts = CudaOptions(timeout_ms=int(timeout_s * 1000), trace=int(trace), plan=int(plan))
         if fault is not None:
             opts.fault_rank, opts.fault_mode, opts.fault_after = fault[0], FAULTS[fault[1]], fault[2]
         ms = (ctypes.c_float * self.cfg.ep)()
@@ -141,6 +141,25 @@ class CudaGroup:
         self._check(lib().hpmoe_cuda_run(self.handle, DIRECTIONS[direction], ctypes.byref(opts), ms, err, ERR_LEN), err)
         self.last_ms = list(ms)
         return self.last_ms
+
+    def launch(self, rank: int, direction: str, stream: int, bound: dict[Slot, int] | None = None, *,
+               dw_half: bool = False, plan: bool = False, timeout_s: float = 30.0) -> None:
+        """Enqueues one launch on `stream` (a cudaStream_t as an int, e.g. torch's current stream) and returns
+        without waiting. `bound`: slots used in place at these device addresses (inputs, outputs, weights and
+        their gradients; never what peers write). plan: build the routing plan from TOPK_IDS on the device."""
+        table = (ctypes.c_uint64 * len(Slot))()
+        for slot, address in (bound or {}).items():
+            table[int(slot)] = address
+        opts = CudaOptions(timeout_ms=int(timeout_s * 1000))
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_launch(self.handle, rank, DIRECTIONS[direction], stream, table, int(dw_half),
+                                            int(plan), ctypes.byref(opts), err, ERR_LEN), err)
+
+    def poll(self) -> None:
+        """Raises CudaFailure with the first failure's one-line report if any launch of this group failed
+        (no device sync unless one did)."""
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_poll(self.handle, err, ERR_LEN), err)
 
     def trace(self, rank: int, direction: str) -> np.ndarray:
         """[num_tasks, 2] global-timer start/end (ns) of the last traced launch."""

@@ -21,7 +21,7 @@ class CudaFailure(HpmoeError):
 
 class CudaOptions(ctypes.Structure):
     _fields_ = [("timeout_ms", ctypes.c_uint64), ("fault_rank", ctypes.c_uint32), ("fault_mode", ctypes.c_uint32),
-                ("fault_after", ctypes.c_uint32), ("trace", ctypes.c_uint32)]
+                ("fault_after", ctypes.c_uint32), ("trace", ctypes.c_uint32), ("plan", ctypes.c_uint32)]
 
 
 def library_path() -> Path:
@@ -54,6 +54,9 @@ def lib() -> ctypes.CDLL:
         L.hpmoe_cuda_write.argtypes = [vp, u32, u32, vp, u64, cp, i32]
         L.hpmoe_cuda_read.argtypes = [vp, u32, u32, vp, u64, cp, i32]
         L.hpmoe_cuda_run.argtypes = [vp, u32, ctypes.POINTER(CudaOptions), ctypes.POINTER(ctypes.c_float), cp, i32]
+        L.hpmoe_cuda_launch.argtypes = [vp, u32, u32, vp, ctypes.POINTER(u64), u32, u32,
+                                        ctypes.POINTER(CudaOptions), cp, i32]
+        L.hpmoe_cuda_poll.argtypes = [vp, cp, i32]
         L.hpmoe_cuda_num_tasks.argtypes = [vp, u32, u32]
         L.hpmoe_cuda_num_tasks.restype = u32
         L.hpmoe_cuda_trace.argtypes = [vp, u32, u32, ctypes.POINTER(u64), cp, i32]

@@ -1,0 +1,50 @@
+// The bind kernel: one small launch before each persistent kernel, on the same stream. It writes what
+// changes per launch into the rank's DeviceRank in device memory: the invocation number (from the device
+// epoch counter, so a replayed CUDA graph advances epochs as an eager launch does), the bound slot
+// addresses and the bound weights' tensor maps. Nothing is copied from the host at launch time.
+#pragma once
+
+#include "device_rank.cuh"
+
+namespace hpmoe {
+namespace cuda {
+
+struct LaunchBinding {
+  uint8_t* bound[ssc::kSlotCount];
+  uint32_t dw_half;
+  uint32_t planned;
+  alignas(64) uint8_t weight_maps[2][kBoxKinds][kTensorMapBytes];
+};
+
+__global__ void BindLaunch(DeviceRank* d, const __grid_constant__ LaunchBinding b) {
+  const uint32_t words = sizeof(b.weight_maps) / 4;
+  const uint32_t* src = reinterpret_cast<const uint32_t*>(&b.weight_maps[0][0][0]);
+  uint32_t* dst = reinterpret_cast<uint32_t*>(&d->weight_maps[0][0][0]);
+  for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+  for (uint32_t s = threadIdx.x; s < ssc::kSlotCount; s += blockDim.x) d->bound[s] = b.bound[s];
+  if (threadIdx.x == 0) {
+    const uint32_t n = *d->epoch + 1;
+    *d->epoch = n;
+    d->program.invocation = n;
+    d->dw_half = b.dw_half;
+    d->planned = b.planned;
+    d->plan_bad = kNoBadId;
+    d->plan_need = 0;
+  }
+  // The maps are read next by the copy engine (tensormap proxy) in the persistent kernel.
+  asm volatile("fence.proxy.tensormap::generic.release.gpu;" ::: "memory");
+}
+
+// Each block of the persistent kernel, before its first TMA load: the bound weights' maps as just written.
+__device__ __forceinline__ void AcquireBoundMaps(const DeviceRank& d) {
+  if (threadIdx.x < 2 * kBoxKinds) {
+    const uint32_t w = threadIdx.x / kBoxKinds, box = threadIdx.x % kBoxKinds;
+    if (d.bound[w ? ssc::kSlotW2 : ssc::kSlotW1] != nullptr)
+      asm volatile("fence.proxy.tensormap::generic.acquire.gpu [%0], 128;" ::"l"(&d.weight_maps[w][box][0])
+                   : "memory");
+  }
+  __syncthreads();
+}
+
+}  // namespace cuda
+}  // namespace hpmoe
