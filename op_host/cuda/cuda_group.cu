@@ -342,8 +342,19 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
   HPMOE_CUDA_TRY(cudaGetLastError(), "launching the bind / routing plan kernels");
   void* args[] = {&s.dev_rank[direction]};
   if (timed) cudaEventRecord(static_cast<cudaEvent_t>(s.events[0]), stream);
-  const cudaError_t e = cudaLaunchCooperativeKernel(Kernel(cfg_.dtype), dim3(cfg_.num_aic + cfg_.num_aiv),
-                                                    dim3(kThreads), args, kWorkerSmemBytes, stream);
+  // Cooperative: every block co-resident (blocks wait on each other). Through cudaLaunchKernelExC so that the
+  // launch can also be captured into a CUDA graph.
+  cudaLaunchAttribute coop{};
+  coop.id = cudaLaunchAttributeCooperative;
+  coop.val.cooperative = 1;
+  cudaLaunchConfig_t lc{};
+  lc.gridDim = dim3(cfg_.num_aic + cfg_.num_aiv);
+  lc.blockDim = dim3(kThreads);
+  lc.dynamicSmemBytes = kWorkerSmemBytes;
+  lc.stream = stream;
+  lc.attrs = &coop;
+  lc.numAttrs = 1;
+  const cudaError_t e = cudaLaunchKernelExC(&lc, Kernel(cfg_.dtype), args);
   if (e != cudaSuccess) {
     failed_ = true;
     return Format("rank %u: launching the persistent kernel: %s (%s)", rank, cudaGetErrorName(e), cudaGetErrorString(e));

@@ -41,6 +41,7 @@ class CudaGroup:
         for s in schedules:
             self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
             counters[s.direction_name] = max(counters[s.direction_name], s.counters_needed)
+        self.counters = counters
         self.specs = tensor_specs(cfg)
         err = ctypes.create_string_buffer(ERR_LEN)
         if local_rank is None:
