@@ -71,7 +71,7 @@ def bench(tokens: int, routing: str, args) -> dict:
     cfg = make_config("deepseek-v3", {"ep": 1, "tokens": tokens})
     ids_np, w_np = make_routing(cfg, routing, 0)
     h, inter, E, k = cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk
-    m = MoEFFN(h, inter, E, k)
+    m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -93,7 +93,7 @@ def bench(tokens: int, routing: str, args) -> dict:
     def pt_step():
         moe_ffn_torch(x, w1t, w2t, ids64, tw).backward(dy)
 
-    row = {"tokens": tokens, "routing": routing}
+    row = {"tokens": tokens, "routing": routing, "wgrad_tile": m.runtime.config(tokens).wgrad_tile}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["torch_fwdbwd_ms"] = timed(pt_step, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
@@ -118,6 +118,7 @@ def main() -> int:
     p.add_argument("--tokens", type=int, nargs="+", default=[4096, 8192])
     p.add_argument("--routing", nargs="+", default=["balanced", "skewed"], choices=["balanced", "random", "skewed"])
     p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--wgrad-tile", type=int, default=0, help="output rows per weight-gradient tile (0: default)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -127,7 +128,7 @@ def main() -> int:
         for routing in args.routing:
             r = bench(tokens, routing, args)
             rows.append(r)
-            print(f"T={tokens:5d} {routing:8s} fwd+bwd: torch {r['torch_fwdbwd_ms']:7.2f}  hpmoe {r['hpmoe_fwdbwd_ms']:7.2f}"
+            print(f"T={tokens:5d} {routing:8s} wgrad {r['wgrad_tile']} fwd+bwd: torch {r['torch_fwdbwd_ms']:7.2f}  hpmoe {r['hpmoe_fwdbwd_ms']:7.2f}"
                   f"  kernels {r['kernel_fwdbwd_ms']:7.2f} ms | ratio user {r['ratio_user_fwdbwd']:.3f}"
                   f" kernels {r['ratio_kernels_fwdbwd']:.3f} | user/kernels {r['user_over_kernels']:.3f} | fwd: torch"
                   f" {r['torch_fwd_ms']:.2f} hpmoe {r['hpmoe_fwd_ms']:.2f} ({r['ratio_user_fwd']:.3f}) | y diff"

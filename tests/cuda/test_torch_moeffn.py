@@ -198,12 +198,11 @@ def test_two_microbatches_in_flight_match_float64():
         ref = moe_reference(f64(x)[None], f64(m.w1)[None], f64(m.w2)[None], ids.cpu().numpy()[None],
                             w.detach().cpu().numpy()[None], f64(dy)[None])
         got = {"y": f64(ys[i])[None], "dx": f64(x.grad)[None], "dtopk_weights": f64(w.grad)[None]}
-        bad = [f"mb{i} {n}: {e:.3e} > {tol:.1e}" for n, e, tol, ok in compare(got, ref, "bf16") if not ok]
+        if i == 0:  # the weight gradients after the first backward alone
+            got.update({"dw1": g1[0][None], "dw2": g1[1][None]})
+        bad = [f"mb{i} {n}: {e:.3e} > {tol:.1e}" for n, e, tol, ok in compare(got, {n: ref[n] for n in got}, "bf16")
+               if not ok]
         assert not bad, "; ".join(bad)
-        if i == 0:
-            got0 = {"dw1": g1[0][None], "dw2": g1[1][None]}
-            bad = [f"mb0 {n}: {e:.3e}" for n, e, tol, ok in compare(got0, ref, "bf16") if not ok]
-            assert not bad, "; ".join(bad)
     # Accumulated: dW(mb1) + dW(mb2), summed by autograd in bf16 (one more rounding: 2x the tolerance).
     ref_sum = [moe_reference(f64(x)[None], f64(m.w1)[None], f64(m.w2)[None], ids.cpu().numpy()[None],
                              w.detach().cpu().numpy()[None], f64(dy)[None]) for x, ids, w, dy in mbs]

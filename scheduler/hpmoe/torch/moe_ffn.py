@@ -57,7 +57,7 @@ class MoeFfnRuntime:
     def __init__(self, hidden_size: int, intermediate_size: int, num_local_experts: int, topk: int, *,
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
-                 timeout_s: float = 60.0, device=None):
+                 wgrad_tile: int = 0, token_tile: int = 0, timeout_s: float = 60.0, device=None):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -66,6 +66,7 @@ class MoeFfnRuntime:
         self.rank = dist.get_rank(self.group) if distributed else 0
         self.hidden, self.inter, self.experts, self.topk = hidden_size, intermediate_size, num_local_experts, topk
         self.capacity_factor, self.dtype, self.tile_m, self.timeout_s = capacity_factor, dtype, tile_m, timeout_s
+        self.wgrad_tile, self.token_tile = wgrad_tile, token_tile  # 0: the compiler's choice
         self.device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
         if self.device.type != "cuda":
             raise ValueError(f"hpmoe MoEFFN runs on a CUDA device, got device={self.device}")
@@ -90,6 +91,7 @@ class MoeFfnRuntime:
         cfg = make_config(None, {"ep": self.ep, "tokens": tokens, "hidden": self.hidden, "inter": self.inter,
                                  "experts_per_rank": self.experts, "topk": self.topk, "dtype": DTYPES[self.dtype],
                                  "tile_m": self.tile_m, "num_aic": self.num_aic, "num_aiv": self.num_aiv,
+                                 "wgrad_tile": self.wgrad_tile, "token_tile": self.token_tile,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
         if self.ep == 1:  # one rank receives everything: the bucket that holds any routing, no check needed
@@ -208,11 +210,12 @@ class MoEFFN(torch.nn.Module):
     def __init__(self, hidden_size: int, intermediate_size: int, num_local_experts: int, topk: int, *,
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
-                 timeout_s: float = 60.0, device=None):
+                 wgrad_tile: int = 0, token_tile: int = 0, timeout_s: float = 60.0, device=None):
         super().__init__()
         self.runtime = MoeFfnRuntime(hidden_size, intermediate_size, num_local_experts, topk, group=group,
                                      capacity_factor=capacity_factor, dtype=dtype, tile_m=tile_m, num_aic=num_aic,
-                                     num_aiv=num_aiv, timeout_s=timeout_s, device=device)
+                                     num_aiv=num_aiv, wgrad_tile=wgrad_tile, token_tile=token_tile,
+                                     timeout_s=timeout_s, device=device)
         device = self.runtime.device
         self.w1 = torch.nn.Parameter(torch.randn(num_local_experts, hidden_size, 2 * intermediate_size,
                                                  device=device).mul_(hidden_size ** -0.5).to(dtype))
