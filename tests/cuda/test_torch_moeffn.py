@@ -289,3 +289,33 @@ def test_moeffn_over_torchrun_ep_group(ep):
                          capture_output=True, text=True, timeout=240)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert f"ep={ep} second step bitwise identical: True" in res.stdout
+
+
+@needs_gpu
+def test_torch_compile_fullgraph_and_checkpointing_match_eager_bitwise():
+    """The custom ops trace with no graph break (fullgraph=True refuses any); activation checkpointing
+    recomputes the forward in backward. Both give eager's bits."""
+    from torch.utils.checkpoint import checkpoint
+
+    from hpmoe.torch import MoEFFN
+    T, h, inter, E, k = 256, 128, 64, 4, 2
+    m = MoEFFN(h, inter, E, k, num_aic=8, num_aiv=4)
+    x0 = torch.randn(T, h, device="cuda").bfloat16()
+    ids, w = routing(T, E, k, 10)
+    dy = torch.randn(T, h, device="cuda").bfloat16()
+
+    def grads(fn):
+        x = x0.clone().requires_grad_()
+        m.w1.grad = m.w2.grad = None
+        y = fn(x)
+        y.backward(dy)
+        return [y.detach(), x.grad, m.w1.grad, m.w2.grad]
+
+    eager = grads(lambda x: m(x, ids, w))
+    compiled = torch.compile(lambda x: m(x, ids, w), fullgraph=True)
+    for name, a, b in zip(("y", "dx", "dw1", "dw2"), eager, grads(compiled)):
+        assert torch.equal(a, b), f"torch.compile: {name} differs from eager"
+    for name, a, b in zip(("y", "dx", "dw1", "dw2"), eager,
+                          grads(lambda x: checkpoint(lambda t: m(t, ids, w), x, use_reentrant=False))):
+        assert torch.equal(a, b), f"checkpoint: {name} differs from eager"
+    m.runtime.check()

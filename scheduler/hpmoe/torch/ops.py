@@ -1,0 +1,111 @@
+"""hpmoe's MoE-FFN as PyTorch custom ops (torch.library), so torch.compile traces it without graph breaks
+and autograd, CUDA graphs and autocast treat it as any other op:
+
+  hpmoe::moe_ffn_fwd(x, topk_ids, topk_weights, w1, w2, runtime, keep) -> (y, token)
+  hpmoe::moe_ffn_bwd(dy, token, topk_weights, w1, w2, runtime) -> (dx, d_topk_weights, dw1, dw2)
+
+Each is one persistent-kernel launch on PyTorch's current stream (plus the small bind and routing-plan
+kernels), no host sync, no copies (docs/cuda.md, "The PyTorch op"). `runtime` names a MoeFfnRuntime.
+`token` (a CPU int64 scalar) names the heap generation the forward left its saved state in; the backward
+releases it. In eager mode the autograd context also holds the generation, so a graph dropped without
+backward gives it back; under torch.compile only the backward does.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..ssc_format import Slot
+from .runtime import _LEASES, _RUNTIMES, LeaseHold, MoeFfnRuntime
+
+
+def _stream(rt: MoeFfnRuntime) -> int:
+    return torch.cuda.current_stream(rt.device).cuda_stream
+
+
+def _runtime(runtime: int) -> MoeFfnRuntime:
+    rt = _RUNTIMES.get(runtime)
+    if rt is None:
+        raise RuntimeError(f"hpmoe moe_ffn: runtime {runtime} no longer exists (its MoeFfnRuntime was freed)")
+    return rt
+
+
+@torch.library.custom_op("hpmoe::moe_ffn_fwd", mutates_args=(), device_types="cuda")
+def moe_ffn_fwd(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
+                w2: torch.Tensor, runtime: int, keep: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    rt = _runtime(runtime)
+    rt.poll()
+    T = x.shape[0]
+    if T == 0:  # nothing to route; every rank of a group passes the same T, so no rank launches
+        return x.new_empty((0, rt.hidden)), torch.tensor(-1, dtype=torch.int64)
+    x = x.contiguous()
+    ids = topk_ids.to(torch.int32).contiguous()
+    weights = topk_weights.to(torch.float32).contiguous()
+    w1c, w2c = w1.contiguous(), w2.contiguous()  # transposed views (transformers' layout): a copy, for now
+    lease = rt.lease(T, ids)
+    y = torch.empty_like(x)
+    lease.group.launch(rt.rank, "fwd", _stream(rt),
+                       {Slot.X: x.data_ptr(), Slot.TOPK_IDS: ids.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(),
+                        Slot.W1: w1c.data_ptr(), Slot.W2: w2c.data_ptr(), Slot.Y: y.data_ptr()},
+                       plan=True, timeout_s=rt.timeout_s)
+    if not keep:
+        lease.release()  # the next forward may reuse the heap: it runs after this one on the stream
+        return y, torch.tensor(-1, dtype=torch.int64)
+    return y, torch.tensor(lease.keep(), dtype=torch.int64)
+
+
+@moe_ffn_fwd.register_fake
+def _(x, topk_ids, topk_weights, w1, w2, runtime, keep):
+    return torch.empty_like(x), torch.empty((), dtype=torch.int64, device="cpu")
+
+
+@torch.library.custom_op("hpmoe::moe_ffn_bwd", mutates_args=(), device_types="cuda")
+def moe_ffn_bwd(dy: torch.Tensor, token: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
+                w2: torch.Tensor, runtime: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    rt = _runtime(runtime)
+    T = dy.shape[0]
+    if T == 0:
+        return (dy.new_empty((0, rt.hidden)), topk_weights.new_empty((0, rt.topk)), torch.zeros_like(w1),
+                torch.zeros_like(w2))
+    rt.poll()
+    lease = _LEASES.get(int(token))
+    if lease is None or lease.group is None:
+        raise RuntimeError("hpmoe moe_ffn: no saved state for this backward: a second backward through one forward "
+                           "(retain_graph) is not supported, and a forward run without gradients saves nothing")
+    dy = dy.to(rt.dtype).contiguous()
+    weights = topk_weights.to(torch.float32).contiguous()
+    w1c, w2c = w1.contiguous(), w2.contiguous()
+    dx = torch.empty_like(dy)
+    dw1 = torch.empty(w1.shape, dtype=rt.dtype, device=dy.device)
+    dw2 = torch.empty(w2.shape, dtype=rt.dtype, device=dy.device)
+    dtw = torch.empty((T, rt.topk), dtype=torch.float32, device=dy.device)
+    lease.group.launch(rt.rank, "bwd", _stream(rt),
+                       {Slot.DY: dy.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(),
+                        Slot.W2: w2c.data_ptr(), Slot.DX: dx.data_ptr(), Slot.DW1: dw1.data_ptr(),
+                        Slot.DW2: dw2.data_ptr(), Slot.DTOPK_WEIGHTS: dtw.data_ptr()},
+                       dw_half=True, timeout_s=rt.timeout_s)
+    lease.release()  # the next forward may reuse this heap: it runs after this backward on the stream
+    return dx, dtw.to(topk_weights.dtype), dw1, dw2
+
+
+@moe_ffn_bwd.register_fake
+def _(dy, token, topk_weights, w1, w2, runtime):
+    return (torch.empty_like(dy), torch.empty_like(topk_weights), torch.empty(w1.shape, dtype=w1.dtype, device=w1.device),
+            torch.empty(w2.shape, dtype=w2.dtype, device=w2.device))
+
+
+def _setup_context(ctx, inputs, output):
+    x, topk_ids, topk_weights, w1, w2, runtime, keep = inputs
+    y, token = output
+    ctx.runtime = runtime
+    ctx.save_for_backward(token, topk_weights, w1, w2)
+    if not torch.compiler.is_compiling() and keep:  # eager: the context holds the generation too
+        ctx.hold = LeaseHold(_LEASES.get(int(token)))
+
+
+def _backward(ctx, dy, _dtoken):
+    token, topk_weights, w1, w2 = ctx.saved_tensors
+    dx, dtw, dw1, dw2 = moe_ffn_bwd(dy, token, topk_weights, w1, w2, ctx.runtime)
+    return dx, None, dtw, dw1, dw2, None, None
+
+
+moe_ffn_fwd.register_autograd(_backward, setup_context=_setup_context)

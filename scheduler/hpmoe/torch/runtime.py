@@ -1,0 +1,170 @@
+"""The state behind hpmoe's PyTorch op for one MoE-FFN shape and EP group: compiled schedules, shape buckets
+and heap generations (hpmoe.torch.moe_ffn explains them), and failure polling."""
+from __future__ import annotations
+
+import itertools
+import weakref
+
+import torch
+import torch.distributed as dist
+
+from ..config import make_config
+from ..cuda.group import CudaGroup
+
+DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+_RUNTIMES: "weakref.WeakValueDictionary[int, MoeFfnRuntime]" = weakref.WeakValueDictionary()
+_LEASES: dict[int, "_Lease"] = {}  # held by forwards whose backward is still to come (custom-op token -> lease)
+_ids = itertools.count(1)
+
+
+class _Lease:
+    """One heap generation lent to one forward until its backward ran (or its autograd graph was dropped)."""
+
+    def __init__(self, pool: list, group: CudaGroup):
+        self.pool, self.group, self.id = pool, group, next(_ids)
+
+    def keep(self) -> int:
+        """Registers the lease under a token id that the backward op finds it by."""
+        _LEASES[self.id] = self
+        return self.id
+
+    def release(self) -> None:
+        _LEASES.pop(self.id, None)
+        if self.group is not None:
+            self.pool.append(self.group)  # stream order makes reuse safe: later work runs after this call's
+            self.group = None
+
+
+
+class LeaseHold:
+    """What an eager autograd context holds: gives the generation back if the graph is dropped unused."""
+
+    def __init__(self, lease: _Lease | None):
+        self.lease = lease
+
+    def __del__(self):
+        if self.lease is not None:
+            self.lease.release()
+
+
+class MoeFfnRuntime:
+    """The compiled schedules, heaps and launch state of one MoE-FFN shape on one EP group: share one per
+    layer shape (layers of one shape may share it; each in-flight forward gets its own heap generation)."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int, num_local_experts: int, topk: int, *,
+                 group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
+                 tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
+                 wgrad_tile: int = 0, token_tile: int = 0, timeout_s: float = 60.0, device=None):
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
+        distributed = dist.is_available() and dist.is_initialized()
+        self.group = group if group is not None or not distributed else dist.group.WORLD
+        self.ep = dist.get_world_size(self.group) if distributed else 1
+        self.rank = dist.get_rank(self.group) if distributed else 0
+        self.hidden, self.inter, self.experts, self.topk = hidden_size, intermediate_size, num_local_experts, topk
+        self.capacity_factor, self.dtype, self.tile_m, self.timeout_s = capacity_factor, dtype, tile_m, timeout_s
+        self.wgrad_tile, self.token_tile = wgrad_tile, token_tile  # 0: the compiler's choice
+        self.device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+        if self.device.type != "cuda":
+            raise ValueError(f"hpmoe MoEFFN runs on a CUDA device, got device={self.device}")
+        sms = torch.cuda.get_device_properties(self.device).multi_processor_count
+        # Row pipelines: cube-queue blocks run each row tile's whole chain; 4 vector-queue blocks run entry
+        # signals and their share of the puts and reductions; routing-dependent work is claimed at run time
+        # (benchmarks/RESULTS.md: fastest of split, mixed and pipelines at EP 1, 2 and 4).
+        self.num_aiv = num_aiv if num_aiv is not None else 4
+        self.num_aic = num_aic if num_aic is not None else sms - self.num_aiv
+        self._configs: dict = {}
+        self.id = next(_ids)
+        _RUNTIMES[self.id] = self  # the custom ops name their runtime by this id
+        self._free: dict[tuple[int, int], list[CudaGroup]] = {}
+        self._all: dict[tuple[int, int], list[CudaGroup]] = {}
+
+    # ---- shape buckets and heap generations --------------------------------------------------------
+    def config(self, tokens: int, rows_per_src: int | None = None):
+        key = (tokens, rows_per_src)
+        if key not in self._configs:  # make_config validates every field: once per shape, not per call
+            self._configs[key] = self._make_config(tokens, rows_per_src)
+        return self._configs[key]
+
+    def _make_config(self, tokens: int, rows_per_src: int | None):
+        cfg = make_config(None, {"ep": self.ep, "tokens": tokens, "hidden": self.hidden, "inter": self.inter,
+                                 "experts_per_rank": self.experts, "topk": self.topk, "dtype": DTYPES[self.dtype],
+                                 "tile_m": self.tile_m, "num_aic": self.num_aic, "num_aiv": self.num_aiv,
+                                 "wgrad_tile": self.wgrad_tile, "token_tile": self.token_tile,
+                                 "capacity_factor": self.capacity_factor, "mixed_queues": True,
+                                 "row_pipelines": True, "claim_pool": True})
+        if self.ep == 1:  # one rank receives everything: the bucket that holds any routing, no check needed
+            rows_per_src = -(-tokens * self.topk // cfg.tile_m) * cfg.tile_m
+        if rows_per_src is not None:
+            cfg = cfg.replace(recv_rows_per_src=max(rows_per_src, cfg.tile_m if self.ep > 1 else 0))
+        return cfg
+
+    def _bucket(self, tokens: int, topk_ids: torch.Tensor) -> int:
+        """C for this call. EP 1: fixed. EP > 1: the largest rows any rank sends any rank, agreed by an
+        all_reduce of device-computed counts (one host read per forward) and rounded up to tile_m."""
+        cfg = self.config(tokens)
+        if self.ep == 1:
+            return cfg.recv_rows_per_src
+        sent = torch.bincount((topk_ids.reshape(-1).long() // self.experts).clamp_(0, self.ep - 1),
+                              minlength=self.ep)
+        need = torch.stack([sent.max(), torch.tensor(tokens, device=sent.device),
+                            torch.tensor(-tokens, device=sent.device)])
+        dist.all_reduce(need, op=dist.ReduceOp.MAX, group=self.group)
+        rows, t_max, t_min = (int(v) for v in need.tolist())
+        if t_max != -t_min:
+            raise ValueError("every rank of the EP group must pass the same number of tokens")
+        rows = -(-rows // cfg.tile_m) * cfg.tile_m
+        # Keep a bucket once made unless the routing outgrows it (then grow by 1.25x at least).
+        known = [c for (t, c) in self._all if t == tokens and c >= rows]
+        if known:
+            return min(known)
+        grown = [c for (t, c) in self._all if t == tokens]
+        return max([cfg.recv_rows_per_src, rows] + [-(-int(c * 1.25) // cfg.tile_m) * cfg.tile_m for c in grown
+                                                    if int(c * 1.25) >= rows])
+
+    def lease(self, tokens: int, topk_ids: torch.Tensor) -> _Lease:
+        key = (tokens, self._bucket(tokens, topk_ids))
+        free = self._free.setdefault(key, [])
+        if not free:
+            free.append(self._new_group(self.config(tokens, key[1])))
+            self._all.setdefault(key, []).append(free[-1])
+        return _Lease(free, free.pop())
+
+    def _new_group(self, cfg) -> CudaGroup:
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        if self.ep == 1:
+            return CudaGroup(cfg, [index])
+        g = CudaGroup(cfg, [index], local_rank=self.rank, exchange=self._exchange)
+        dist.barrier(group=self.group)  # every heap mapped before any rank launches
+        return g
+
+    def _exchange(self, handle: bytes) -> list[bytes]:
+        handles: list = [None] * self.ep
+        dist.all_gather_object(handles, handle, group=self.group)
+        return handles
+
+    def heap_bytes(self) -> int:
+        """Device memory of every heap generation created so far."""
+        from ..runtime.native import HeapLayout
+        return sum(HeapLayout(g.cfg, g.counters["fwd"], g.counters["bwd"]).segment_bytes
+                   for groups in self._all.values() for g in groups)
+
+    def poll(self) -> None:
+        """Raises the one-line report of a failed launch (reads mapped host memory: no sync unless one
+        failed); the failed generation is dropped so the next call starts on a fresh heap."""
+        for key, groups in self._all.items():
+            for g in list(groups):
+                try:
+                    g.poll()
+                except Exception:
+                    groups.remove(g)
+                    if g in self._free.get(key, []):
+                        self._free[key].remove(g)
+                    raise
+
+    def check(self) -> None:
+        """Waits for this device's work, then raises any failure (for tests and debugging)."""
+        torch.cuda.synchronize(self.device)
+        self.poll()
+
+
