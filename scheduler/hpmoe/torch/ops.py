@@ -22,6 +22,9 @@ def _stream(rt: MoeFfnRuntime) -> int:
     return torch.cuda.current_stream(rt.device).cuda_stream
 
 
+_just_kept: list = []  # the lease the real forward kept, until its autograd context takes it (eager only)
+
+
 def _runtime(runtime: int) -> MoeFfnRuntime:
     rt = _RUNTIMES.get(runtime)
     if rt is None:
@@ -50,6 +53,7 @@ def moe_ffn_fwd(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Ten
     if not keep:
         lease.release()  # the next forward may reuse the heap: it runs after this one on the stream
         return y, torch.tensor(-1, dtype=torch.int64)
+    _just_kept.append(lease)  # for _setup_context, which runs right after this in eager mode
     return y, torch.tensor(lease.keep(), dtype=torch.int64)
 
 
@@ -98,8 +102,9 @@ def _setup_context(ctx, inputs, output):
     y, token = output
     ctx.runtime = runtime
     ctx.save_for_backward(token, topk_weights, w1, w2)
-    if not torch.compiler.is_compiling() and keep:  # eager: the context holds the generation too
-        ctx.hold = LeaseHold(_LEASES.get(int(token)))
+    # Eager: the context holds the generation too (given back if the graph is dropped without backward).
+    # While compiling, the fake forward kept nothing and the token is symbolic.
+    ctx.hold = LeaseHold(_just_kept.pop() if keep and _just_kept else None)
 
 
 def _backward(ctx, dy, _dtoken):
