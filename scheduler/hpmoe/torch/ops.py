@@ -53,7 +53,7 @@ def moe_ffn_fwd(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Ten
     if not keep:
         lease.release()  # the next forward may reuse the heap: it runs after this one on the stream
         return y, torch.tensor(-1, dtype=torch.int64)
-    _just_kept.append(lease)  # for _setup_context, which runs right after this in eager mode
+    _just_kept[:] = [lease]  # for _setup_context, which runs right after this in eager mode
     return y, torch.tensor(lease.keep(), dtype=torch.int64)
 
 
