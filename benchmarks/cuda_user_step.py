@@ -98,6 +98,16 @@ def bench(tokens: int, routing: str, args) -> dict:
     row["torch_fwdbwd_ms"] = timed(pt_step, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
     row["hpmoe_fwdbwd_ms"] = timed(hp_step, args.repeat)
+    # Host time of a call (the Python and launch work before control returns; the GPU runs behind it).
+    import time
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    y = hp_fwd()
+    t1 = time.perf_counter()
+    y.backward(dy)
+    t2 = time.perf_counter()
+    torch.cuda.synchronize()
+    row["host_fwd_ms"], row["host_bwd_ms"] = (t1 - t0) * 1e3, (t2 - t1) * 1e3
     kf, kb = kernels_alone(m, tokens, ids_np[0], w_np[0], args.repeat)
     row["kernel_fwd_ms"], row["kernel_fwdbwd_ms"] = kf, kf + kb
     m.runtime.check()
@@ -132,7 +142,8 @@ def main() -> int:
                   f"  kernels {r['kernel_fwdbwd_ms']:7.2f} ms | ratio user {r['ratio_user_fwdbwd']:.3f}"
                   f" kernels {r['ratio_kernels_fwdbwd']:.3f} | user/kernels {r['user_over_kernels']:.3f} | fwd: torch"
                   f" {r['torch_fwd_ms']:.2f} hpmoe {r['hpmoe_fwd_ms']:.2f} ({r['ratio_user_fwd']:.3f}) | y diff"
-                  f" {r['y_rel_diff_vs_torch']:.1e}", flush=True)
+                  f" {r['y_rel_diff_vs_torch']:.1e} | host fwd {r['host_fwd_ms']:.2f} bwd {r['host_bwd_ms']:.2f} ms",
+                  flush=True)
     print("\n| tokens, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees it "
           "| ratio of the kernels | MoEFFN / kernels | fwd ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
