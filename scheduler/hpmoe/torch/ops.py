@@ -109,6 +109,12 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dy, _dtoken):
     token, topk_weights, w1, w2 = ctx.saved_tensors
+    held = ctx.hold.lease
+    if held is not None and held.group is not None:
+        # Eager: the generation this context holds. Under activation checkpointing the saved token is the
+        # recomputed forward's, whose own context (and generation) was dropped after recomputation; the held
+        # one has the same state (same inputs), untouched since.
+        token = torch.tensor(held.id, dtype=torch.int64)
     dx, dtw, dw1, dw2 = moe_ffn_bwd(dy, token, topk_weights, w1, w2, ctx.runtime)
     return dx, None, dtw, dw1, dw2, None, None
 
