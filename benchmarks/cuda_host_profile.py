@@ -1,0 +1,52 @@
+"""Where the host time of one hpmoe.torch call goes (Python and launch work before control returns to the
+user; the GPU runs behind it): cProfile of forward and backward after warm-up, top entries by own time.
+
+    python3 benchmarks/cuda_host_profile.py [--tokens 8192] [--calls 20]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+import time
+
+import torch
+
+from hpmoe.torch import MoEFFN
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokens", type=int, default=8192)
+    p.add_argument("--calls", type=int, default=20)
+    p.add_argument("--top", type=int, default=25)
+    args = p.parse_args()
+    h, inter, E, k, T = 7168, 2048, 8, 8, args.tokens
+    m = MoEFFN(h, inter, E, k)
+    x = torch.randn(T, h, device="cuda").bfloat16().requires_grad_()
+    ids = torch.argsort(torch.rand(T, E, device="cuda"), dim=1)[:, :k].int()
+    w = torch.softmax(torch.randn(T, k, device="cuda"), -1).requires_grad_()
+    dy = torch.randn(T, h, device="cuda").bfloat16()
+    for _ in range(3):
+        m(x, ids, w).backward(dy)
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    fwd = bwd = 0.0
+    for _ in range(args.calls):
+        t0 = time.perf_counter()
+        prof.enable()
+        y = m(x, ids, w)
+        t1 = time.perf_counter()
+        y.backward(dy)
+        prof.disable()
+        t2 = time.perf_counter()
+        fwd, bwd = fwd + t1 - t0, bwd + t2 - t1
+        torch.cuda.synchronize()
+    print(f"host per call (profiled): fwd {fwd / args.calls * 1e3:.3f} ms, fwd+bwd {(fwd + bwd) / args.calls * 1e3:.3f} ms")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(args.top)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
