@@ -18,8 +18,9 @@ initialised, else a group of one). Each process is one rank on its current GPU (
 through CUDA IPC; `topk_ids` hold global expert ids (expert e lives on rank e // num_local_experts); every
 rank calls forward and backward together with the same number of tokens. At EP 1 the bucket holds every
 possible routing (C = T * k), so nothing is ever synchronised. At EP > 1 each forward agrees on the bucket
-with one all_reduce of the device-computed row counts and reads it on the host (one sync per forward; see
-docs/cuda.md, "The PyTorch op").
+with one all_reduce of the device-computed row counts and reads it on the host (one sync per forward), or,
+with `sync_free=True`, uses the bucket that holds any routing (C = T * min(k, E_local), more heap) and
+synchronises never (docs/cuda.md, "The PyTorch op").
 
 A launch that fails (a stuck wait, an expert id out of range) marks mapped host memory; the next call raises
 a one-line error (`MoeFfnRuntime.check()` raises it at once, with a sync). A refused routing leaves NaN in y.
@@ -74,12 +75,13 @@ class MoEFFN(torch.nn.Module):
     def __init__(self, hidden_size: int, intermediate_size: int, num_local_experts: int, topk: int, *,
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
-                 wgrad_tile: int = 0, token_tile: int = 0, timeout_s: float = 60.0, device=None):
+                 wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
+                 device=None):
         super().__init__()
         self.runtime = MoeFfnRuntime(hidden_size, intermediate_size, num_local_experts, topk, group=group,
                                      capacity_factor=capacity_factor, dtype=dtype, tile_m=tile_m, num_aic=num_aic,
                                      num_aiv=num_aiv, wgrad_tile=wgrad_tile, token_tile=token_tile,
-                                     timeout_s=timeout_s, device=device)
+                                     sync_free=sync_free, timeout_s=timeout_s, device=device)
         device = self.runtime.device
         self.w1 = torch.nn.Parameter(torch.randn(num_local_experts, hidden_size, 2 * intermediate_size,
                                                  device=device).mul_(hidden_size ** -0.5).to(dtype))

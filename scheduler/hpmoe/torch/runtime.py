@@ -54,7 +54,8 @@ class MoeFfnRuntime:
     def __init__(self, hidden_size: int, intermediate_size: int, num_local_experts: int, topk: int, *,
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
-                 wgrad_tile: int = 0, token_tile: int = 0, timeout_s: float = 60.0, device=None):
+                 wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
+                 device=None):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -64,6 +65,9 @@ class MoeFfnRuntime:
         self.hidden, self.inter, self.experts, self.topk = hidden_size, intermediate_size, num_local_experts, topk
         self.capacity_factor, self.dtype, self.tile_m, self.timeout_s = capacity_factor, dtype, tile_m, timeout_s
         self.wgrad_tile, self.token_tile = wgrad_tile, token_tile  # 0: the compiler's choice
+        # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
+        # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
+        self.sync_free = sync_free
         self.device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
         if self.device.type != "cuda":
             raise ValueError(f"hpmoe MoEFFN runs on a CUDA device, got device={self.device}")
@@ -94,8 +98,8 @@ class MoeFfnRuntime:
                                  "token_tile": self.token_tile,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
-        if self.ep == 1:  # one rank receives everything: the bucket that holds any routing, no check needed
-            rows_per_src = -(-tokens * self.topk // cfg.tile_m) * cfg.tile_m
+        if self.ep == 1 or self.sync_free:  # the bucket that holds any routing: nothing to agree on per call
+            rows_per_src = -(-tokens * min(self.topk, self.experts) // cfg.tile_m) * cfg.tile_m
         if rows_per_src is not None:
             cfg = cfg.replace(recv_rows_per_src=max(rows_per_src, cfg.tile_m if self.ep > 1 else 0))
         return cfg
@@ -110,7 +114,7 @@ class MoeFfnRuntime:
         """C for this call. EP 1: fixed. EP > 1: the largest rows any rank sends any rank, agreed by an
         all_reduce of device-computed counts (one host read per forward) and rounded up to tile_m."""
         cfg = self.config(tokens)
-        if self.ep == 1:
+        if self.ep == 1 or self.sync_free:
             return cfg.recv_rows_per_src
         sent = torch.bincount((topk_ids.reshape(-1).long() // self.experts).clamp_(0, self.ep - 1),
                               minlength=self.ep)
