@@ -32,7 +32,7 @@ void GemmRowMajor(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, 
 // dW = A^T B (tests/runtime/test_weight_layout.py). Register tiles of kTi x kTj keep the loads few.
 void GemmAtBAccumulate(int64_t r, int64_t m, int64_t n, const float* a, int64_t lda, const float* b, int64_t ldb,
                        float* c, int64_t ldc) {
-  constexpr int64_t kTi = 4, kTj = 16;
+  constexpr int64_t kTi = 8, kTj = 16;
   for (int64_t i0 = 0; i0 < m; i0 += kTi) {
     const int64_t ti = m - i0 < kTi ? m - i0 : kTi;
     for (int64_t j0 = 0; j0 < n; j0 += kTj) {
