@@ -40,6 +40,11 @@ def auto_n_block(cfg: MoeConfig) -> int:
     return 0 if block >= max(gmm_widths(cfg)) else block
 
 
+def whole_width_block(cfg: MoeConfig) -> int:
+    """An explicit gmm_n_block that keeps every GMM op whole (for backends that only run whole widths)."""
+    return -(-max(gmm_widths(cfg)) // 8) * 8
+
+
 def n_block(cfg: MoeConfig) -> int:
     """Columns per GMM task in force (0: whole width)."""
     return cfg.gmm_n_block or auto_n_block(cfg)
