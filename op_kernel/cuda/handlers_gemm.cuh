@@ -1,5 +1,6 @@
-// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole, a column block of
-// the expert width: the whole width unless the compiler split it, scheduler/hpmoe/gmm_split.py) and GMM_WEIGHT_GRAD (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into fp32).
+// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole, a column block of the
+// expert width: the whole width unless the compiler split it, scheduler/hpmoe/gmm_split.py) and GMM_WEIGHT_GRAD
+// (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into fp32).
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 

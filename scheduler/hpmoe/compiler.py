@@ -186,7 +186,8 @@ def _mirror_triggers(tasks: list[Task], wanted: frozenset[int]) -> None:
 
 def schedule_rank(group: GroupTasks, rank: int) -> RankSchedule:
     tasks = group.rank_tasks(rank)
-    check_tasks(tasks, group.direction, group.cfg.weights_transposed)  # the writer follows the handlers' access table (task_access.py)
+    # The writer follows the handlers' access table (task_access.py).
+    check_tasks(tasks, group.direction, group.cfg.weights_transposed)
     queues, entries = _queue_records(group.cfg, tasks)
     return RankSchedule(group.cfg, rank, group.direction, _tensor_records(group.graph), _task_records(tasks),
                         _event_records(group.events[rank]), queues, entries,

@@ -106,8 +106,9 @@ class CpuTwin:
         wt = cfg.weights_transposed
         for r in range(cfg.ep):
             plan = plan_rank(cfg, inputs.topk_ids[r])
-            put = {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.W1: to_storage(stored(inputs.w1[r], wt), cfg.dtype),
-                   Slot.W2: to_storage(stored(inputs.w2[r], wt), cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
+            put = {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
+                   Slot.W1: to_storage(stored(inputs.w1[r], wt), cfg.dtype),
+                   Slot.W2: to_storage(stored(inputs.w2[r], wt), cfg.dtype),
                    Slot.TOPK_IDS: inputs.topk_ids[r], Slot.TOPK_WEIGHTS: inputs.topk_weights[r],
                    Slot.SEND_ROWS: plan.send_rows, Slot.SEND_COUNTS: plan.send_counts,
                    Slot.TOKEN_ROWS: plan.token_rows}
