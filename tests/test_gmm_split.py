@@ -27,7 +27,8 @@ def test_rule_splits_wide_experts_with_few_row_tiles():
     assert gmm_split.col_blocks(cfg, cfg.inter)[-1] == (12288, 2048)
 
 
-@pytest.mark.parametrize("over", [dict(preset="deepseek-v3"), dict(row_pipelines=True), dict(tokens=65536)])
+@pytest.mark.parametrize("over", [dict(preset="deepseek-v3"), dict(row_pipelines=True), dict(tokens=65536),
+                                  dict(mixed_queues=False)])
 def test_rule_keeps_whole_widths_when_row_tiles_fill_the_workers(over):
     preset = over.pop("preset", None)
     cfg = make_config(preset, {} if preset else {**MIXTRAL, **over})

@@ -5,8 +5,10 @@ fewer than the cube workers (Mixtral: h 4096, I 14336, top-2 at 4096 tokens give
 GPU blocks), each GMM op's output columns are split into blocks of `cols_per_task` columns, one task each;
 events follow from the regions (SwiGLU waits on every block of its row tile).
 
-Rule (cfg.gmm_n_block == 0): no split when the busy row tiles fill the cube workers, or with row pipelines
-(a chain is one unit, so a split would add tasks, not parallelism). Else the block is the largest multiple
+Rule (cfg.gmm_n_block == 0): split only for the GPU deals (mixed queues; the AscendC kernel and the A3
+model take whole widths and refuse mixed queues anyway), not with row pipelines (a chain is one unit, so a
+split would add tasks, not parallelism), and not when the busy row tiles fill the cube workers. Then the
+block is the largest multiple
 of the GPU tile's N (GMM_TILE_N) that gives the narrowest GMM op at least ceil(workers / tiles) blocks, and
 never less than GMM_TILE_N. An explicit cfg.gmm_n_block (a multiple of 8, e.g. from `hpmoe tune`) wins.
 """
@@ -33,7 +35,7 @@ def busy_row_tiles(cfg: MoeConfig) -> int:
 def auto_n_block(cfg: MoeConfig) -> int:
     """The compiler's column block for this shape (0: whole width)."""
     tiles = busy_row_tiles(cfg)
-    if cfg.row_pipelines or tiles >= cfg.num_aic:
+    if not cfg.mixed_queues or cfg.row_pipelines or tiles >= cfg.num_aic:
         return 0
     splits = math.ceil(cfg.num_aic / tiles)
     block = max(GMM_TILE_N, (min(gmm_widths(cfg)) // splits) // GMM_TILE_N * GMM_TILE_N)
