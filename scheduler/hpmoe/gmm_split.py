@@ -8,9 +8,8 @@ events follow from the regions (SwiGLU waits on every block of its row tile).
 Rule (cfg.gmm_n_block == 0): split only for the GPU deals (mixed queues; the AscendC kernel and the A3
 model take whole widths and refuse mixed queues anyway), not with row pipelines (a chain is one unit, so a
 split would add tasks, not parallelism), and not when the busy row tiles fill the cube workers. Then the
-block is the largest multiple
-of the GPU tile's N (GMM_TILE_N) that gives the narrowest GMM op at least ceil(workers / tiles) blocks, and
-never less than GMM_TILE_N. An explicit cfg.gmm_n_block (a multiple of 8, e.g. from `hpmoe tune`) wins.
+block is the largest multiple of the GPU tile's N (GMM_TILE_N) that gives the narrowest GMM op at least
+ceil(workers / tiles) blocks, and never less than GMM_TILE_N. An explicit cfg.gmm_n_block (a multiple of 8, e.g. from `hpmoe tune`) wins.
 """
 from __future__ import annotations
 
