@@ -64,8 +64,8 @@ enum SlotId : uint32_t {
   kSlotX = 0,              // [T, h] tokens of this rank
   kSlotTopkIds = 1,        // [T, k] int32 global expert ids
   kSlotTopkWeights = 2,    // [T, k] fp32
-  kSlotW1 = 3,             // [E_local, h, 2I] gate | up
-  kSlotW2 = 4,             // [E_local, I, h]
+  kSlotW1 = 3,             // [E_local, h, 2I] gate | up; kConfigWeightsTransposed: [E_local, 2I, h] gate rows first
+  kSlotW2 = 4,             // [E_local, I, h]; kConfigWeightsTransposed: [E_local, h, I]
   kSlotSendRows = 5,       // [ep, C] int32: for each peer's slot row, the (t*k + j) it carries, -1 = pad
   kSlotSendCounts = 6,     // [ep, E_local] int32: rows this rank sends to each peer, per local expert there
   kSlotRecvCounts = 7,     // [ep, E_local] int32, symmetric: rows each source sent here, per local expert
@@ -83,8 +83,8 @@ enum SlotId : uint32_t {
   kSlotDxExpert = 19,      // [ep*C, h]
   kSlotRetDx = 20,         // [ep*C, h] symmetric on the source
   kSlotDx = 21,            // [T, h]
-  kSlotDW1 = 22,           // [E_local, h, 2I]
-  kSlotDW2 = 23,           // [E_local, I, h]
+  kSlotDW1 = 22,           // [E_local, h, 2I] (W1's layout)
+  kSlotDW2 = 23,           // [E_local, I, h] (W2's layout)
   kSlotDTopkWeights = 24,  // [T, k] fp32
   kSlotTokenRows = 25,     // [T, k] int32: row of (t, j) in this rank's return buffers (ret_y, ret_dx)
   kSlotCount = 26
@@ -122,6 +122,8 @@ enum ConfigFlags : uint32_t {
   kConfigRowPipelines = 1u << 3,  // each row tile's chain on one cube-queue worker (needs kConfigMixedQueues)
   kConfigClaimPool = 1u << 4,    // pool queues after the workers' queues, claimed at run time by the CTQ workers
                                  // through counter num_events (CPU twin, CUDA)
+  kConfigWeightsTransposed = 1u << 5,  // weights as nn.Linear stores them: W1 [E, 2I, h], W2 [E, h, I] (and
+                                       // dW1, dW2 alike), read in place (CPU twin, CUDA; not the AscendC kernel)
 };
 
 // ---- records -----------------------------------------------------------------------------------
@@ -250,7 +252,7 @@ struct SscTiling {
   uint32_t op_id;
   uint32_t task_type;
   uint32_t m;       // rows per task (tile rows, tokens, or weight rows)
-  uint32_t n;       // output columns (always the full expert width)
+  uint32_t n;       // output columns per task (the expert width, or the GMM column block when it is split)
   uint32_t k;       // reduction length (full: never split)
   uint32_t experts; // expert groups the op spans
   uint32_t reserved[2];

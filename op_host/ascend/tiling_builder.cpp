@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "../../op_kernel/runtime/slot_shapes.h"
 #include "../../op_kernel/runtime/status.h"
 #include "../../op_kernel/cpu/heap_layout.h"
 #include "../ssc_loader.h"
@@ -32,6 +33,17 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   if (cfg.flags & ssc::kConfigClaimPool)
     return "the SSC has a claim pool (weight-gradient tiles claimed at run time), which this kernel does not "
            "build: compile without --claim-pool";
+  if (cfg.flags & ssc::kConfigWeightsTransposed)
+    return "the SSC reads weights in nn.Linear's layout (W1 [E, 2I, h]), which this kernel does not: compile "
+           "without --weights-transposed";
+  for (uint32_t i = 0; i < loaded.view.num_tasks; ++i) {  // the cube handlers write whole expert widths
+    const ssc::SscTask& task = loaded.view.tasks[i];
+    const ssc::SscTensorRef& o = task.outputs[0];
+    if ((task.task_type == ssc::kTaskGmm || task.task_type == ssc::kTaskGmmTransB) &&
+        (o.col_offset != 0 || o.slot >= ssc::kSlotCount || o.cols != rt::ExpectedSlotSpec(cfg, o.slot).dims[1]))
+      return "the SSC splits GMM outputs into column blocks, which this kernel does not build: compile with "
+             "--gmm-n-block at least max(2*inter, hidden)";
+  }
   if (2 * cfg.num_aic > req.core_num_aiv)
     return Format("the SSC needs %u AIV cores; this device has %u", 2 * cfg.num_aic, req.core_num_aiv);
   if (cfg.ep > kMaxEp) return Format("ep=%u exceeds the %u peers the kernel's tiling carries", cfg.ep, kMaxEp);

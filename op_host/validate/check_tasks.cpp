@@ -33,13 +33,13 @@ constexpr uint32_t kPositions = kMaxInputs + kMaxOutputs;
 
 // The access-table row `t` follows in a `direction` file, or the closest row and its first mismatching
 // position (for the message). Returns nullptr when no row matches.
-const rt::TaskAccess* MatchAccess(const SscTask& t, uint32_t direction, const rt::TaskAccess** closest,
-                                  uint32_t* bad_pos) {
+const rt::TaskAccess* MatchAccess(const SscTask& t, uint32_t direction, uint32_t config_flags,
+                                  const rt::TaskAccess** closest, uint32_t* bad_pos) {
   const uint32_t dir_bit = direction == kForward ? rt::kAccessFwd : rt::kAccessBwd;
   int best = -1;
   for (uint32_t i = 0; i < rt::kTaskAccessCount; ++i) {
     const rt::TaskAccess& a = rt::kTaskAccess[i];
-    if (a.task_type != t.task_type || !(a.flags & dir_bit)) continue;
+    if (a.task_type != t.task_type || !(a.flags & dir_bit) || !rt::LayoutAllows(a.flags, config_flags)) continue;
     int matched = 0;
     uint32_t first_bad = kPositions;
     for (uint32_t p = 0; p < kPositions; ++p) {
@@ -60,7 +60,7 @@ std::string CheckAccess(const SscView& v, uint32_t i, const rt::TaskAccess** row
   const SscTask& t = v.tasks[i];
   const rt::TaskAccess* closest = nullptr;
   uint32_t pos = 0;
-  *row = MatchAccess(t, v.header->direction, &closest, &pos);
+  *row = MatchAccess(t, v.header->direction, v.config().flags, &closest, &pos);
   if (*row != nullptr) return "";
   if (closest == nullptr)
     return Format("task %u (%s) field task_type: %u does not run in a %s schedule", i, TaskTypeName(t.task_type),

@@ -26,12 +26,40 @@ void GemmRowMajor(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, 
   }
 }
 
+// Fixed order per element: c += a[r][i] * b[r][j] for r ascending, one rounded multiply and one rounded add
+// each (this file builds with -ffp-contract=off), whatever the element's position in the block or the
+// operands' roles. So the weight gradient of nn.Linear's layout, dW^T = B^T A, is bitwise the transpose of
+// dW = A^T B (tests/runtime/test_weight_layout.py). Register tiles of kTi x kTj keep the loads few.
 void GemmAtBAccumulate(int64_t r, int64_t m, int64_t n, const float* a, int64_t lda, const float* b, int64_t ldb,
                        float* c, int64_t ldc) {
-  ConstView A(a, r, m, Eigen::OuterStride<>(lda));
-  ConstView B(b, r, n, Eigen::OuterStride<>(ldb));
-  View C(c, m, n, Eigen::OuterStride<>(ldc));
-  C.noalias() += A.transpose() * B;
+  constexpr int64_t kTi = 8, kTj = 16;
+  for (int64_t i0 = 0; i0 < m; i0 += kTi) {
+    const int64_t ti = m - i0 < kTi ? m - i0 : kTi;
+    for (int64_t j0 = 0; j0 < n; j0 += kTj) {
+      const int64_t tj = n - j0 < kTj ? n - j0 : kTj;
+      if (ti == kTi && tj == kTj) {
+        float acc[kTi][kTj];
+        for (int64_t i = 0; i < kTi; ++i)
+          for (int64_t j = 0; j < kTj; ++j) acc[i][j] = c[(i0 + i) * ldc + j0 + j];
+        for (int64_t k = 0; k < r; ++k) {
+          const float* ak = a + k * lda + i0;
+          const float* bk = b + k * ldb + j0;
+          for (int64_t i = 0; i < kTi; ++i)
+            for (int64_t j = 0; j < kTj; ++j) acc[i][j] += ak[i] * bk[j];
+        }
+        for (int64_t i = 0; i < kTi; ++i)
+          for (int64_t j = 0; j < kTj; ++j) c[(i0 + i) * ldc + j0 + j] = acc[i][j];
+        continue;
+      }
+      for (int64_t i = 0; i < ti; ++i) {  // edge tiles: the same operations, element by element
+        for (int64_t j = 0; j < tj; ++j) {
+          float acc = c[(i0 + i) * ldc + j0 + j];
+          for (int64_t k = 0; k < r; ++k) acc += a[k * lda + i0 + i] * b[k * ldb + j0 + j];
+          c[(i0 + i) * ldc + j0 + j] = acc;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace cpu

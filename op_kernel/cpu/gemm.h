@@ -12,7 +12,8 @@ namespace cpu {
 void GemmRowMajor(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                   bool trans_b, float* c, int64_t ldc);
 
-// C[m,n] += A[r,m]^T * B[r,n]  (weight gradients: reduction over the r rows, never split)
+// C[m,n] += A[r,m]^T * B[r,n]  (weight gradients: reduction over the r rows, never split; per element in r
+// order, so the result does not depend on the element's place in the block or on which operand is A)
 void GemmAtBAccumulate(int64_t r, int64_t m, int64_t n, const float* a, int64_t lda, const float* b, int64_t ldb,
                        float* c, int64_t ldc);
 

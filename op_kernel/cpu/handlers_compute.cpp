@@ -31,14 +31,25 @@ const float* RowsF32(const RankContext& ctx, uint32_t slot, uint64_t r0, uint64_
   return scratch;
 }
 
-// Expert e's matrix of a weight slot ([E, K, N] -> K x N) as fp32, converted once per launch and worker.
+// Expert e's matrix of a weight slot as fp32 in the standard orientation ([E, K, N] -> K x N, as x W reads it),
+// converted once per launch and worker. Under nn.Linear's layout (stored [E, N, K]) the conversion transposes,
+// so both layouts then run the identical GEMM call: bitwise-equal results.
 const float* ExpertWeightF32(const RankContext& ctx, WorkerScratch& s, uint32_t slot, uint32_t e) {
   const SlotShape& shape = ctx.layout->slots[slot];
-  const uint64_t kn = uint64_t(shape.dims[1]) * shape.dims[2];
-  if (shape.dtype == ssc::kFP32) return ctx.Slot<float>(slot) + e * kn;
+  const uint64_t rows = shape.dims[1], cols = shape.dims[2], kn = rows * cols;
+  const bool transposed = (ctx.cfg.flags & ssc::kConfigWeightsTransposed) != 0;
+  if (shape.dtype == ssc::kFP32 && !transposed) return ctx.Slot<float>(slot) + e * kn;
   const uint8_t* src = ctx.Slot(slot) + e * kn * DTypeBytes(shape.dtype);
   if (s.cached_weight != src || s.cached_launch != s.launch) {
-    LoadF32(src, shape.dtype, kn, s.weight);
+    if (!transposed) {
+      LoadF32(src, shape.dtype, kn, s.weight);
+    } else {
+      const uint64_t es = DTypeBytes(shape.dtype);
+      for (uint64_t i = 0; i < rows; ++i) {  // stored row i (output feature i) -> column i
+        LoadF32(src + i * cols * es, shape.dtype, cols, s.b);
+        for (uint64_t j = 0; j < cols; ++j) s.weight[j * rows + i] = s.b[j];
+      }
+    }
     s.cached_weight = src;
     s.cached_launch = s.launch;
   }
@@ -71,23 +82,36 @@ int32_t RunGmm(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t, 
   const SscTensorRef& out = t.outputs[0];
   if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
   const SlotShape& ws = ctx.layout->slots[w.slot];
-  const uint64_t kw = ws.dims[1], nw = ws.dims[2];
+  // ExpertWeightF32 gives W[e] in the standard orientation [K, N] (GMM) / [N, K] (GMM_TRANS_B) in both layouts.
+  const bool transposed = (ctx.cfg.flags & ssc::kConfigWeightsTransposed) != 0;
+  const uint64_t kw = transposed ? ws.dims[2] : ws.dims[1], nw = transposed ? ws.dims[1] : ws.dims[2];
   const uint64_t k = trans_b ? nw : kw, n = trans_b ? kw : nw;
-  if (in.slot == ssc::kNoSlot || out.slot == ssc::kNoSlot || !FullCols(ctx, in) || !FullCols(ctx, out) ||
-      in.cols != k || out.cols != n || !SameRows(in, out))
+  // The output is a column block [c0, c0 + nb) of the row tile (gmm_split.py), the whole width by default.
+  const uint64_t c0 = out.col_offset, nb = out.cols;
+  if (in.slot == ssc::kNoSlot || out.slot == ssc::kNoSlot || !FullCols(ctx, in) || ctx.Cols(out.slot) != n ||
+      in.cols != k || nb == 0 || c0 + nb > n || !SameRows(in, out))
     return rt::kErrRegion;
   const uint32_t out_dtype = ctx.DType(out.slot);
+  const uint64_t es = DTypeBytes(out_dtype);
   return ForEachExpertSegment(ctx, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
     const uint64_t m = r1 - r0;
     int64_t lda;
     const float* a = RowsF32(ctx, in.slot, r0, m, 0, k, s.a, &lda);
-    const float* b = ExpertWeightF32(ctx, s, w.slot, e);
-    float* c = out_dtype == ssc::kFP32 ? reinterpret_cast<float*>(ctx.Row(out.slot, r0)) : s.out;
-    GemmRowMajor(int64_t(m), int64_t(n), int64_t(k), a, lda, b, int64_t(nw), trans_b, c, int64_t(n));
-    if (out_dtype != ssc::kFP32) StoreF32(s.out, out_dtype, m * n, ctx.Row(out.slot, r0));
+    const float* b = ExpertWeightF32(ctx, s, w.slot, e) + (trans_b ? c0 * nw : c0);  // rows or columns c0..
+    float* c = out_dtype == ssc::kFP32 ? reinterpret_cast<float*>(ctx.Row(out.slot, r0)) + c0 : s.out;
+    const int64_t ldc = out_dtype == ssc::kFP32 ? int64_t(n) : int64_t(nb);
+    GemmRowMajor(int64_t(m), int64_t(nb), int64_t(k), a, lda, b, int64_t(nw), trans_b, c, ldc);
+    if (out_dtype == ssc::kFP32) return;
+    if (nb == n) {
+      StoreF32(s.out, out_dtype, m * n, ctx.Row(out.slot, r0));
+    } else {
+      for (uint64_t i = 0; i < m; ++i) StoreF32(s.out + i * nb, out_dtype, nb, ctx.Row(out.slot, r0 + i) + c0 * es);
+    }
   });
 }
 
+// dW[e][b0, b0 + wg) = in0[:, b0 + ...]^T in1 over expert e's rows. Under nn.Linear's layout the compiler swaps
+// the operands (task_access.h), so the same code writes rows of dW1t = dH^T X and dW2t = dY^T A.
 int32_t RunWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
   const SscTensorRef& x = t.inputs[0];
   const SscTensorRef& dy = t.inputs[1];

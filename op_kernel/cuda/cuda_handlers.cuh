@@ -25,9 +25,11 @@ class CudaHandlers {
     return Put(c, [&] { return RunDispatchPut<T, true>(d_, sync_, c); });
   }
   __device__ int32_t CombinePut(const rt::TaskCall& c) { return Put(c, [&] { return RunCombinePut(d_, sync_, c); }); }
-  __device__ int32_t Gmm(const rt::TaskCall& c) { return Traced(c, [&] { return RunGmm<T, false>(d_, smem_, *c.task); }); }
+  __device__ int32_t Gmm(const rt::TaskCall& c) {
+    return Traced(c, [&] { return RunGmmLayout<T>(d_, smem_, *c.task, false); });
+  }
   __device__ int32_t GmmTransB(const rt::TaskCall& c) {
-    return Traced(c, [&] { return RunGmm<T, true>(d_, smem_, *c.task); });
+    return Traced(c, [&] { return RunGmmLayout<T>(d_, smem_, *c.task, true); });
   }
   __device__ int32_t GmmWeightGrad(const rt::TaskCall& c) {
     return Traced(c, [&] { return RunWeightGrad<T>(d_, smem_, *c.task); });

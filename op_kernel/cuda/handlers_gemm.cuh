@@ -1,5 +1,6 @@
-// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole, the full expert
-// width) and GMM_WEIGHT_GRAD (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into fp32).
+// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole, a column block of the
+// expert width: the whole width unless the compiler split it, scheduler/hpmoe/gmm_split.py) and GMM_WEIGHT_GRAD
+// (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into fp32).
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 
@@ -53,7 +54,10 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
   const int64_t kw = d.slots[w.slot].dim1, nw = d.slots[w.slot].cols;
   const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
-  if (!FullCols(d, in) || !FullCols(d, out) || in.cols != k || out.cols != n || !SameRows(in, out))
+  // Output columns [c0, c1): a block starts on a 16-byte boundary (16-byte row vectors in the epilogue).
+  const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
+  if (!FullCols(d, in) || out.slot >= ssc::kSlotCount || d.slots[out.slot].cols != uint64_t(n) || in.cols != k ||
+      out.cols == 0 || c1 > n || (c0 % 8) != 0 || !SameRows(in, out))
     return rt::kErrRegion;
   const T* x = d.Slot<T>(in.slot);
   T* y = d.Slot<T>(out.slot);
@@ -68,13 +72,13 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
     const TmaOperand a{map_a, 0, int32_t(r0), 0};
     const TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
     for (int64_t m0 = 0; m0 < m; m0 += kBM) {
-      for (int64_t n0 = 0; n0 < n; n0 += kBN) {
+      for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
         g.Zero();
         g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
 #if HPMOE_GEMM_STAGED_EPILOGUE
-        g.WriteStaged(y + r0 * n, n, m0, n0, m, n);
+        g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
 #else
-        g.Write(y + r0 * n, n, m0, n0, m, n, StoreRounded<T>{});
+        g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
 #endif
       }
     }
@@ -87,16 +91,26 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
     // W[e] is kw x nw row-major: B itself (GMM), or B^T read as column-major (GMM_TRANS_B: rows n, cols k).
     const Stored<T> b{weights + int64_t(e) * kw * nw, nw, kw, nw};
     for (int64_t m0 = 0; m0 < m; m0 += kBM) {
-      for (int64_t n0 = 0; n0 < n; n0 += kBN) {
+      for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
         g.Zero();
         g.Accumulate(a, b, m0, n0, 0, k);
-        g.Write(y + r0 * n, n, m0, n0, m, n, StoreRounded<T>{});
+        g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
       }
     }
   });
 #endif
 }
 
+// nn.Linear's layout (kConfigWeightsTransposed) stores W[e] as [N, K]: a GMM reads it as K-major B, which is
+// exactly GMM_TRANS_B's path on today's layout, and GMM_TRANS_B reads it as MN-major B, GMM's path.
+template <class T>
+__device__ int32_t RunGmmLayout(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t, bool trans_b) {
+  const bool b_k_major = trans_b != ((d.cfg.flags & ssc::kConfigWeightsTransposed) != 0);
+  return b_k_major ? RunGmm<T, true>(d, smem, t) : RunGmm<T, false>(d, smem, t);
+}
+
+// In0 and in1 are X and dY (dW = X^T dY), or, under nn.Linear's layout, dY and X (dW^T = dY^T X): the compiler
+// swaps the operands (task_access.h), so the tile is the same.
 template <class T>
 __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
   const ssc::SscTensorRef& x = t.inputs[0];

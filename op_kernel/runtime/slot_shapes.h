@@ -27,12 +27,15 @@ HPMOE_DEVICE SlotSpec ExpectedSlotSpec(const ssc::SscConfig& c, uint32_t slot) {
   using namespace ssc;
   const uint32_t T = c.tokens, h = c.hidden, I2 = 2 * c.inter, I = c.inter, E = c.experts_per_rank, k = c.topk;
   const uint32_t ep = c.ep, C = c.recv_rows_per_src, R = c.ep * c.recv_rows_per_src, act = c.dtype;
+  // nn.Linear's layout (kConfigWeightsTransposed): each expert's matrix [out features, in features].
+  const bool wt = (c.flags & kConfigWeightsTransposed) != 0;
+  const uint32_t w1_rows = wt ? I2 : h, w1_cols = wt ? h : I2, w2_rows = wt ? h : I, w2_cols = wt ? I : h;
   switch (slot) {
     case kSlotX: return MakeSlotSpec(act, false, T, h);
     case kSlotTopkIds: return MakeSlotSpec(kINT32, false, T, k);
     case kSlotTopkWeights: return MakeSlotSpec(kFP32, false, T, k);
-    case kSlotW1: return MakeSlotSpec(act, false, E, h, I2);
-    case kSlotW2: return MakeSlotSpec(act, false, E, I, h);
+    case kSlotW1: return MakeSlotSpec(act, false, E, w1_rows, w1_cols);
+    case kSlotW2: return MakeSlotSpec(act, false, E, w2_rows, w2_cols);
     case kSlotSendRows: return MakeSlotSpec(kINT32, false, ep, C);
     case kSlotSendCounts: return MakeSlotSpec(kINT32, false, ep, E);
     case kSlotRecvCounts: return MakeSlotSpec(kINT32, true, ep, E);
@@ -50,8 +53,8 @@ HPMOE_DEVICE SlotSpec ExpectedSlotSpec(const ssc::SscConfig& c, uint32_t slot) {
     case kSlotDxExpert: return MakeSlotSpec(act, false, R, h);
     case kSlotRetDx: return MakeSlotSpec(act, true, R, h);
     case kSlotDx: return MakeSlotSpec(act, false, T, h);
-    case kSlotDW1: return MakeSlotSpec(kFP32, false, E, h, I2);
-    case kSlotDW2: return MakeSlotSpec(kFP32, false, E, I, h);
+    case kSlotDW1: return MakeSlotSpec(kFP32, false, E, w1_rows, w1_cols);
+    case kSlotDW2: return MakeSlotSpec(kFP32, false, E, w2_rows, w2_cols);
     case kSlotDTopkWeights: return MakeSlotSpec(kFP32, false, T, k);
     default: return MakeSlotSpec(kINT32, false, T, k);  // kSlotTokenRows
   }

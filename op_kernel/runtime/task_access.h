@@ -22,6 +22,8 @@ enum AccessFlags : uint32_t {
   kAccessFwd = 1u << 0,           // may appear in a forward SSC
   kAccessBwd = 1u << 1,           // may appear in a backward SSC
   kAccessRemoteOutput = 1u << 2,  // a put: output 0 may live on another rank (put_mem_signal)
+  kAccessWeightsStd = 1u << 3,    // only in a file without kConfigWeightsTransposed
+  kAccessWeightsT = 1u << 4,      // only in a file with kConfigWeightsTransposed
 };
 
 // Activation-dtype slots: the plain elementwise ADD may touch any of them (it checks its own shapes).
@@ -58,8 +60,15 @@ constexpr TaskAccess kTaskAccess[] = {
      {HPMOE_B(Dy), HPMOE_B(TopkWeights), HPMOE_B(SendRows), HPMOE_B(PeerReady)}, {HPMOE_B(RecvDy), 0}},
     {ssc::kTaskGmmTransB, kAccessBwd, {HPMOE_B(RecvDy), HPMOE_B(W2), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DA), 0}},
     {ssc::kTaskGmmTransB, kAccessBwd, {HPMOE_B(DH), HPMOE_B(W1), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DxExpert), 0}},
-    {ssc::kTaskGmmWeightGrad, kAccessBwd, {HPMOE_B(A), HPMOE_B(RecvDy), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DW2), 0}},
-    {ssc::kTaskGmmWeightGrad, kAccessBwd, {HPMOE_B(RecvX), HPMOE_B(DH), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DW1), 0}},
+    // dW[e][block] = in0[:, block]^T in1: dW2 = A^T dY, dW1 = X^T dH; transposed, dW2t = dY^T A, dW1t = dH^T X.
+    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsStd, {HPMOE_B(A), HPMOE_B(RecvDy), HPMOE_B(RecvCounts), 0},
+     {HPMOE_B(DW2), 0}},
+    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsStd, {HPMOE_B(RecvX), HPMOE_B(DH), HPMOE_B(RecvCounts), 0},
+     {HPMOE_B(DW1), 0}},
+    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsT, {HPMOE_B(RecvDy), HPMOE_B(A), HPMOE_B(RecvCounts), 0},
+     {HPMOE_B(DW2), 0}},
+    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsT, {HPMOE_B(DH), HPMOE_B(RecvX), HPMOE_B(RecvCounts), 0},
+     {HPMOE_B(DW1), 0}},
     {ssc::kTaskSwigluGrad, kAccessBwd, {HPMOE_B(DA), HPMOE_B(H), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DH), 0}},
     {ssc::kTaskBwdCombineReduce, kAccessBwd, {HPMOE_B(RetDx), HPMOE_B(TokenRows), 0, 0}, {HPMOE_B(Dx), 0}},
     {ssc::kTaskTopkWeightGrad, kAccessBwd, {HPMOE_B(Dy), HPMOE_B(RetY), HPMOE_B(TokenRows), 0},
@@ -68,6 +77,12 @@ constexpr TaskAccess kTaskAccess[] = {
 };
 #undef HPMOE_B
 constexpr uint32_t kTaskAccessCount = sizeof(kTaskAccess) / sizeof(kTaskAccess[0]);
+
+// Whether a row applies to a file with config flags `config_flags` (the weight layout).
+HPMOE_DEVICE constexpr bool LayoutAllows(uint32_t access_flags, uint32_t config_flags) {
+  return (config_flags & ssc::kConfigWeightsTransposed) ? !(access_flags & kAccessWeightsStd)
+                                                        : !(access_flags & kAccessWeightsT);
+}
 
 // Whether `slot` (kNoSlot = unused) fits a position whose mask is `mask`.
 HPMOE_DEVICE constexpr bool SlotAllowed(uint32_t mask, uint32_t slot) {

@@ -36,6 +36,8 @@ CONFIG_FLAGS = [
     ("--token-tile", "token_tile", int_arg(0), "tokens per combine-reduce tile"),
     ("--workers-aic", "num_aic", int_arg(1), "AIC workers (A3: 25)"),
     ("--workers-aiv", "num_aiv", int_arg(1), "AIV workers (A3: 50)"),
+    ("--gmm-n-block", "gmm_n_block", int_arg(0),
+     "output columns per GMM task, a multiple of 8 (0: the compiler's choice for the shape; CPU twin and CUDA)"),
 ]
 
 
@@ -58,6 +60,9 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str | None = Non
     g.add_argument("--row-pipelines", action="store_true",
                    help="each row tile's whole chain (GMM, SwiGLU, GMM, combine put) on one cube-queue worker; "
                         "implies --mixed-queues (CPU twin and CUDA)")
+    g.add_argument("--weights-transposed", action="store_true", default=None,
+                   help="expert weights as nn.Linear and transformers store them, W1 [E, 2I, h] (gate rows "
+                        "first), W2 [E, h, I], read in place; dW1/dW2 come out the same way (CPU twin and CUDA)")
 
 
 def config_from_args(args: argparse.Namespace) -> MoeConfig:
@@ -68,6 +73,7 @@ def config_from_args(args: argparse.Namespace) -> MoeConfig:
         overrides["interleave"] = False
     overrides["mixed_queues"] = getattr(args, "mixed_queues", None)
     overrides["claim_pool"] = getattr(args, "claim_pool", None)
+    overrides["weights_transposed"] = getattr(args, "weights_transposed", None)
     if getattr(args, "row_pipelines", False):
         overrides["row_pipelines"] = True
         if overrides["mixed_queues"] is None:  # pipelines run vector tasks on cube workers: mixed queues

@@ -8,7 +8,8 @@ import numpy as np
 from .config import MoeConfig
 from .errors import ScheduleError
 from .events import Event, assign_events
-from .fill import fill_rank
+from .fill import GMM_TYPES, fill_rank
+from .gmm_split import col_blocks
 from .graphs import build_graph
 from .odg import OperatorGraph
 from .split import propagate_splits
@@ -73,7 +74,8 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
             m = cfg.token_tile
         else:
             m = cfg.recv_rows // node.task_num
-        rec[node.op_id] = (node.op_id, node.task_type, m, out.cols, k, cfg.experts_per_rank, (0, 0))
+        n = col_blocks(cfg, out.cols)[0][1] if node.task_type in GMM_TYPES else out.cols
+        rec[node.op_id] = (node.op_id, node.task_type, m, n, k, cfg.experts_per_rank, (0, 0))
     return rec
 
 
@@ -184,7 +186,8 @@ def _mirror_triggers(tasks: list[Task], wanted: frozenset[int]) -> None:
 
 def schedule_rank(group: GroupTasks, rank: int) -> RankSchedule:
     tasks = group.rank_tasks(rank)
-    check_tasks(tasks, group.direction)  # the writer follows the handlers' access table (task_access.py)
+    # The writer follows the handlers' access table (task_access.py).
+    check_tasks(tasks, group.direction, group.cfg.weights_transposed)
     queues, entries = _queue_records(group.cfg, tasks)
     return RankSchedule(group.cfg, rank, group.direction, _tensor_records(group.graph), _task_records(tasks),
                         _event_records(group.events[rank]), queues, entries,

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .errors import ConfigError
 from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR, CONFIG_ROW_PIPELINES,
-                         DType)
+                         CONFIG_WEIGHTS_TRANSPOSED, DType)
 
 DTYPE_NAMES = {"fp32": DType.FP32, "fp16": DType.FP16, "bf16": DType.BF16}
 
@@ -38,6 +38,8 @@ class MoeConfig:
     mixed_queues: bool = False  # dispatch puts and final reductions on every worker (CPU twin, CUDA; not Ascend)
     row_pipelines: bool = False  # each row tile's chain on one cube-queue worker (needs mixed_queues)
     claim_pool: bool = False  # weight-gradient tiles claimed at run time by the cube-queue workers (CPU twin, CUDA)
+    weights_transposed: bool = False  # W1 [E, 2I, h], W2 [E, h, I] as nn.Linear stores them (CPU twin, CUDA)
+    gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
 
     # ---- derived ------------------------------------------------------------------------------
     @property
@@ -70,7 +72,8 @@ class MoeConfig:
     def flags(self) -> int:
         return ((CONFIG_RATR if self.ratr else 0) | (CONFIG_INTERLEAVE if self.interleave else 0) |
                 (CONFIG_MIXED_QUEUES if self.mixed_queues else 0) | (CONFIG_ROW_PIPELINES if self.row_pipelines else 0) |
-                (CONFIG_CLAIM_POOL if self.claim_pool else 0))
+                (CONFIG_CLAIM_POOL if self.claim_pool else 0) |
+                (CONFIG_WEIGHTS_TRANSPOSED if self.weights_transposed else 0))
 
     @property
     def max_rows_per_pair(self) -> int:
@@ -121,7 +124,7 @@ MAX_WORKERS = 1024
 INT_FIELDS = {"ep": (1, INT32_MAX), "tokens": (1, INT32_MAX), "hidden": (1, INT32_MAX), "inter": (1, INT32_MAX),
               "experts_per_rank": (1, INT32_MAX), "topk": (1, INT32_MAX), "tile_m": (1, INT32_MAX),
               "recv_rows_per_src": (0, INT32_MAX), "wgrad_tile": (0, INT32_MAX), "token_tile": (0, INT32_MAX),
-              "num_aic": (1, MAX_WORKERS), "num_aiv": (1, MAX_WORKERS)}
+              "num_aic": (1, MAX_WORKERS), "num_aiv": (1, MAX_WORKERS), "gmm_n_block": (0, INT32_MAX)}
 
 
 def _check_fields(cfg: MoeConfig) -> None:
@@ -136,6 +139,7 @@ def _check_fields(cfg: MoeConfig) -> None:
         check_bool("mixed_queues", cfg.mixed_queues)
         check_bool("row_pipelines", cfg.row_pipelines)
         check_bool("claim_pool", cfg.claim_pool)
+        check_bool("weights_transposed", cfg.weights_transposed)
     except ValueCheckError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -148,6 +152,8 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
     if cfg.topk > cfg.num_experts:
         raise ConfigError(f"topk={cfg.topk} is larger than the number of experts "
                           f"ep*experts_per_rank={cfg.num_experts}")
+    if cfg.gmm_n_block % 8:  # a column block starts on a 16-byte boundary of a 16-bit row (GPU vector stores)
+        raise ConfigError(f"gmm_n_block={cfg.gmm_n_block} is not a multiple of 8")
     changes: dict[str, Any] = {}
     wgrad = cfg.wgrad_tile or _default_wgrad_tile(cfg.hidden, cfg.inter)
     for dim_name in ("hidden", "inter"):
@@ -210,4 +216,5 @@ def config_from_ssc_fields(fields: Mapping[str, int]) -> MoeConfig:
                              interleave=bool(flags & CONFIG_INTERLEAVE),
                              mixed_queues=bool(flags & CONFIG_MIXED_QUEUES),
                              row_pipelines=bool(flags & CONFIG_ROW_PIPELINES),
-                             claim_pool=bool(flags & CONFIG_CLAIM_POOL), **kwargs))
+                             claim_pool=bool(flags & CONFIG_CLAIM_POOL),
+                             weights_transposed=bool(flags & CONFIG_WEIGHTS_TRANSPOSED), **kwargs))

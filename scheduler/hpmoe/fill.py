@@ -10,6 +10,7 @@ from typing import Callable
 
 from .config import MoeConfig
 from .errors import ScheduleError
+from .gmm_split import col_blocks
 from .odg import OperatorGraph, OperatorNode, TensorSpec
 from .ssc_format import REF_GATHER, REF_REMOTE, REF_ROWS_DYNAMIC, QueueType, Slot, TaskType
 from .tasks import NO_PEER, Ref, Task
@@ -123,13 +124,21 @@ def _chunk_puts(f: Filler, task_type: TaskType, gathered: list[Ref], send_rows: 
                   phase=2, peer=d, chunk=c)
 
 
+GMM_TYPES = (TaskType.GMM, TaskType.GMM_TRANS_B)
+
+
 def fill_row_tiled(f: Filler) -> None:
-    """GMM, SwiGLU and their gradients: tiles of the receive-row space, weights and counts read whole."""
+    """GMM, SwiGLU and their gradients: tiles of the receive-row space, weights and counts read whole. A GMM
+    row tile is one task per column block of its output (gmm_split.py), blocks left to right."""
+    (out,) = f.op.outputs
+    blocks = col_blocks(f.cfg, out.cols) if f.op.task_type in GMM_TYPES else [(0, out.cols)]
     for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
         inputs = [rows_of(t, f.rank, row0, rows, REF_ROWS_DYNAMIC) if t.slot in RECV_SPACE else whole(t, f.rank)
                   for t in f.op.inputs]
-        outputs = [rows_of(t, f.rank, row0, rows, REF_ROWS_DYNAMIC) for t in f.op.outputs]
-        f.add(f.op.task_type, f.op.queue, i, f.op.task_num, rows, inputs, outputs, peer=peer, chunk=chunk)
+        for j, (c0, cols) in enumerate(blocks):
+            output = Ref(out.slot, f.rank, row0, rows, c0, cols, REF_ROWS_DYNAMIC)
+            f.add(f.op.task_type, f.op.queue, i * len(blocks) + j, f.op.task_num * len(blocks), rows, inputs,
+                  [output], peer=peer, chunk=chunk)
 
 
 def fill_weight_grad(f: Filler) -> None:

@@ -16,12 +16,15 @@ def tensor_specs(cfg: MoeConfig) -> dict[Slot, TensorSpec]:
     T, h, inter, E, k, ep = cfg.tokens, cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk, cfg.ep
     R, C, act = cfg.recv_rows, cfg.recv_rows_per_src, cfg.dtype_enum
     i32, f32 = DType.INT32, DType.FP32
+    # Each expert's weight matrix and its gradient: [in, out] (x W), or nn.Linear's [out, in] when transposed.
+    w1 = (E, 2 * inter, h) if cfg.weights_transposed else (E, h, 2 * inter)
+    w2 = (E, h, inter) if cfg.weights_transposed else (E, inter, h)
     spec = {
         Slot.X: ((T, h), act, Role.INPUT, False),
         Slot.TOPK_IDS: ((T, k), i32, Role.ROUTING, False),
         Slot.TOPK_WEIGHTS: ((T, k), f32, Role.ROUTING, False),
-        Slot.W1: ((E, h, 2 * inter), act, Role.WEIGHT, False),
-        Slot.W2: ((E, inter, h), act, Role.WEIGHT, False),
+        Slot.W1: (w1, act, Role.WEIGHT, False),
+        Slot.W2: (w2, act, Role.WEIGHT, False),
         Slot.SEND_ROWS: ((ep, C), i32, Role.ROUTING, False),
         Slot.SEND_COUNTS: ((ep, E), i32, Role.ROUTING, False),
         Slot.RECV_COUNTS: ((ep, E), i32, Role.ROUTING, True),
@@ -40,8 +43,8 @@ def tensor_specs(cfg: MoeConfig) -> dict[Slot, TensorSpec]:
         Slot.DX_EXPERT: ((R, h), act, Role.WORKSPACE, False),
         Slot.RET_DX: ((R, h), act, Role.WORKSPACE, True),
         Slot.DX: ((T, h), act, Role.OUTPUT, False),
-        Slot.DW1: ((E, h, 2 * inter), f32, Role.OUTPUT, False),
-        Slot.DW2: ((E, inter, h), f32, Role.OUTPUT, False),
+        Slot.DW1: (w1, f32, Role.OUTPUT, False),
+        Slot.DW2: (w2, f32, Role.OUTPUT, False),
         Slot.DTOPK_WEIGHTS: ((T, k), f32, Role.OUTPUT, False),
     }
     return {slot: TensorSpec(slot, shape, dtype, role, sym) for slot, (shape, dtype, role, sym) in spec.items()}
@@ -82,6 +85,14 @@ def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
     t = tensor_specs(cfg)
     nb_inter, nb_hidden = cfg.inter // cfg.wgrad_tile, cfg.hidden // cfg.wgrad_tile
     E = cfg.experts_per_rank
+    # dW[e][block] = in0[:, block]^T in1 (fill_weight_grad). Transposed weights swap the operands, so each
+    # tile holds rows of the [out, in] gradient: dW2t = dY^T A, dW1t = dH^T X (same products, same row order).
+    if cfg.weights_transposed:
+        w2_grad_in, w2_blocks = [t[Slot.RECV_DY], t[Slot.A]], nb_hidden
+        w1_grad_in, w1_blocks = [t[Slot.DH], t[Slot.RECV_X]], 2 * nb_inter
+    else:
+        w2_grad_in, w2_blocks = [t[Slot.A], t[Slot.RECV_DY]], nb_inter
+        w1_grad_in, w1_blocks = [t[Slot.RECV_X], t[Slot.DH]], nb_hidden
     nodes = [
         OperatorNode("BwdDispatch", TaskType.BWD_DISPATCH_PUT, QueueType.VTQ,
                      [t[Slot.DY], t[Slot.TOPK_WEIGHTS], t[Slot.SEND_ROWS]],
@@ -90,15 +101,15 @@ def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
                      [t[Slot.RECV_DY], t[Slot.W2], t[Slot.RECV_COUNTS]], [t[Slot.DA]], _row_split()),
         # Weight gradients reduce over all rows of an expert: split only along expert x output-row blocks.
         OperatorNode("GMM_w2_grad", TaskType.GMM_WEIGHT_GRAD, QueueType.CTQ,
-                     [t[Slot.A], t[Slot.RECV_DY], t[Slot.RECV_COUNTS]], [t[Slot.DW2]],
-                     SplitSpec(None, (0,), lambda c: E * nb_inter)),
+                     w2_grad_in + [t[Slot.RECV_COUNTS]], [t[Slot.DW2]],
+                     SplitSpec(None, (0,), lambda c: E * w2_blocks)),
         OperatorNode("SwiGLU_grad", TaskType.SWIGLU_GRAD, QueueType.VTQ,
                      [t[Slot.DA], t[Slot.H], t[Slot.RECV_COUNTS]], [t[Slot.DH]], _row_split()),
         OperatorNode("GMM_gate_grad", TaskType.GMM_TRANS_B, QueueType.CTQ,
                      [t[Slot.DH], t[Slot.W1], t[Slot.RECV_COUNTS]], [t[Slot.DX_EXPERT]], _row_split()),
         OperatorNode("GMM_w1_grad", TaskType.GMM_WEIGHT_GRAD, QueueType.CTQ,
-                     [t[Slot.RECV_X], t[Slot.DH], t[Slot.RECV_COUNTS]], [t[Slot.DW1]],
-                     SplitSpec(None, (0,), lambda c: E * nb_hidden)),
+                     w1_grad_in + [t[Slot.RECV_COUNTS]], [t[Slot.DW1]],
+                     SplitSpec(None, (0,), lambda c: E * w1_blocks)),
         OperatorNode("BwdCombine", TaskType.BWD_COMBINE_REDUCE, QueueType.VTQ,
                      [t[Slot.DX_EXPERT], t[Slot.RECV_COUNTS], t[Slot.TOKEN_ROWS]], [t[Slot.RET_DX], t[Slot.DX]],
                      _row_split(0, -1)),

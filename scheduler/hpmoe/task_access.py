@@ -12,6 +12,7 @@ from .errors import ScheduleError
 from .ssc_format import MAX_INPUTS, MAX_OUTPUTS, Direction, Slot, TaskType
 
 ACCESS_FWD, ACCESS_BWD, ACCESS_REMOTE_OUTPUT = 1, 2, 4
+ACCESS_WEIGHTS_STD, ACCESS_WEIGHTS_T = 8, 16  # rows only for one weight layout (config weights_transposed)
 
 ACTIVATION_SLOTS = frozenset({Slot.X, Slot.RECV_X, Slot.H, Slot.A, Slot.Y_EXPERT, Slot.RET_Y, Slot.Y, Slot.DY,
                               Slot.RECV_DY, Slot.DA, Slot.DH, Slot.DX_EXPERT, Slot.RET_DX, Slot.DX})
@@ -32,6 +33,7 @@ def _row(task_type: TaskType, flags: int, inputs: list, outputs: list) -> Access
 
 
 F, B, R, S, T = ACCESS_FWD, ACCESS_BWD, ACCESS_REMOTE_OUTPUT, Slot, TaskType
+WS, WT = ACCESS_WEIGHTS_STD, ACCESS_WEIGHTS_T
 TASK_ACCESS: tuple[Access, ...] = (
     _row(T.ENTRY_SIGNAL, F | B | R, [], [S.PEER_READY]),
     _row(T.COUNT_PUT, F | R, [S.SEND_COUNTS, S.PEER_READY], [S.RECV_COUNTS]),
@@ -45,23 +47,28 @@ TASK_ACCESS: tuple[Access, ...] = (
     _row(T.BWD_DISPATCH_PUT, B | R, [S.DY, S.TOPK_WEIGHTS, S.SEND_ROWS, S.PEER_READY], [S.RECV_DY]),
     _row(T.GMM_TRANS_B, B, [S.RECV_DY, S.W2, S.RECV_COUNTS], [S.DA]),
     _row(T.GMM_TRANS_B, B, [S.DH, S.W1, S.RECV_COUNTS], [S.DX_EXPERT]),
-    _row(T.GMM_WEIGHT_GRAD, B, [S.A, S.RECV_DY, S.RECV_COUNTS], [S.DW2]),
-    _row(T.GMM_WEIGHT_GRAD, B, [S.RECV_X, S.DH, S.RECV_COUNTS], [S.DW1]),
+    _row(T.GMM_WEIGHT_GRAD, B | WS, [S.A, S.RECV_DY, S.RECV_COUNTS], [S.DW2]),
+    _row(T.GMM_WEIGHT_GRAD, B | WS, [S.RECV_X, S.DH, S.RECV_COUNTS], [S.DW1]),
+    _row(T.GMM_WEIGHT_GRAD, B | WT, [S.RECV_DY, S.A, S.RECV_COUNTS], [S.DW2]),
+    _row(T.GMM_WEIGHT_GRAD, B | WT, [S.DH, S.RECV_X, S.RECV_COUNTS], [S.DW1]),
     _row(T.SWIGLU_GRAD, B, [S.DA, S.H, S.RECV_COUNTS], [S.DH]),
     _row(T.BWD_COMBINE_REDUCE, B, [S.RET_DX, S.TOKEN_ROWS], [S.DX]),
     _row(T.TOPK_WEIGHT_GRAD, B, [S.DY, S.RET_Y, S.TOKEN_ROWS], [S.DTOPK_WEIGHTS]),
     _row(T.ADD, F | B, [ACTIVATION_SLOTS, ACTIVATION_SLOTS], [ACTIVATION_SLOTS]),
 )
-del F, B, R, S, T
+del F, B, R, S, T, WS, WT
 
 
 def slot_mask(slots: Iterable[Slot]) -> int:
     return sum(1 << int(s) for s in set(slots))
 
 
-def matches(row: Access, direction: Direction, inputs: list[int], outputs: list[int]) -> bool:
+def matches(row: Access, direction: Direction, inputs: list[int], outputs: list[int],
+            weights_transposed: bool = False) -> bool:
     """Whether a task with these slots (in position order, unused positions left out) follows `row`."""
     if not row.flags & (ACCESS_FWD if direction == Direction.FORWARD else ACCESS_BWD):
+        return False
+    if row.flags & (ACCESS_WEIGHTS_STD if weights_transposed else ACCESS_WEIGHTS_T):
         return False
     padded = list(inputs) + [None] * (MAX_INPUTS - len(inputs)), list(outputs) + [None] * (MAX_OUTPUTS - len(outputs))
     return all((slot is None and not allowed) or (slot is not None and slot in allowed)
@@ -73,14 +80,15 @@ for _access in TASK_ACCESS:
     _BY_TYPE.setdefault(_access.task_type, []).append(_access)
 
 
-def check_tasks(tasks, direction: Direction) -> None:
+def check_tasks(tasks, direction: Direction, weights_transposed: bool = False) -> None:
     """The writer's assertion: every task's slots follow the table (raises ScheduleError naming the first)."""
     seen: set[tuple] = set()
     for t in tasks:
         key = (t.task_type, tuple(r.slot for r in t.inputs), tuple(r.slot for r in t.outputs))
         if key in seen:
             continue
-        if not any(matches(row, direction, key[1], key[2]) for row in _BY_TYPE.get(t.task_type, ())):
+        if not any(matches(row, direction, key[1], key[2], weights_transposed)
+                   for row in _BY_TYPE.get(t.task_type, ())):
             raise ScheduleError(f"{t.describe()} reads {[s.name for s in key[1]]} and writes "
                                 f"{[s.name for s in key[2]]}, which op_kernel/runtime/task_access.h does not allow")
         seen.add(key)

@@ -26,6 +26,11 @@ TAIL_TYPES = (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE)
 SETUP_TYPES = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)  # every put waits on them: never behind a put
 
 
+def _first_half(chain: list[Task]) -> int:
+    """Tasks of a chain's first half: its GMM (every column block of it) and the SwiGLU (or its gradient)."""
+    return next(i for i, t in enumerate(chain) if t.task_type in (TaskType.SWIGLU, TaskType.SWIGLU_GRAD)) + 1
+
+
 def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], vtq_order: list[Task]) \
         -> list[list[Task]]:
     """What the claim pool holds, in claim order. Alone: each weight-gradient tile, dW2's (the larger) first.
@@ -39,7 +44,7 @@ def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], vtq_
     if not cfg.row_pipelines:
         return wgrad
     chains = [u for u in units if u[0].task_type in CHAIN_TYPES]
-    halves = [c[:2] for c in chains] + [c[2:] for c in chains]
+    halves = [c[:_first_half(c)] for c in chains] + [c[_first_half(c):] for c in chains]
     reduces = [[t] for t in vtq_order if t.task_type in TAIL_TYPES]
     return halves + wgrad + reduces
 

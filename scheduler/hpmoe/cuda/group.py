@@ -15,7 +15,8 @@ from ..graphs import tensor_specs
 from ..runtime.dtypes import to_float64, to_storage
 from ..runtime.native import NP_DTYPES, config_words
 from ..runtime.routing import check_routing
-from ..runtime.twin import OUTPUTS, MoeInputs
+from ..runtime.twin import OUTPUTS, WEIGHT_SLOTS, MoeInputs
+from ..weight_layout import standard, stored
 from ..ssc_format import Slot
 from .native import ERR_LEN, CudaFailure, CudaOptions, lib
 
@@ -103,18 +104,26 @@ class CudaGroup:
         self._check(lib().hpmoe_cuda_read(self.handle, rank, int(slot), arr.ctypes.data, arr.nbytes, err, ERR_LEN), err)
         return arr
 
+    def read_standard(self, rank: int, slot: Slot) -> np.ndarray:
+        """read(), weights and their gradients in the standard layout whatever cfg.weights_transposed stores."""
+        value = self.read(rank, slot)
+        return standard(value, self.cfg.weights_transposed) if slot in WEIGHT_SLOTS else value
+
     def load_inputs(self, inputs: MoeInputs) -> None:
-        """Routing plan (bucket check first: nothing moves if the routing does not fit), then every input."""
+        """Routing plan (bucket check first: nothing moves if the routing does not fit), then every input
+        (MoeInputs hold the standard weight layout; stored as the config says)."""
         cfg = self.cfg
         check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
+        wt = cfg.weights_transposed
         for r in range(cfg.ep):
-            self.load_rank(r, to_storage(inputs.x[r], cfg.dtype), to_storage(inputs.w1[r], cfg.dtype),
-                           to_storage(inputs.w2[r], cfg.dtype), to_storage(inputs.dy[r], cfg.dtype),
+            self.load_rank(r, to_storage(inputs.x[r], cfg.dtype), to_storage(stored(inputs.w1[r], wt), cfg.dtype),
+                           to_storage(stored(inputs.w2[r], wt), cfg.dtype), to_storage(inputs.dy[r], cfg.dtype),
                            inputs.topk_ids[r], inputs.topk_weights[r])
 
     def load_rank(self, rank: int, x, w1, w2, dy, topk_ids, topk_weights) -> None:
-        """One rank's inputs already in storage form (bf16/fp16 bits); call check_routing on the group first.
-        The routing plan is built on the device by the forward launch (op_kernel/cuda/routing_plan.cuh)."""
+        """One rank's inputs already in storage form (bf16/fp16 bits; w1, w2 in the config's weight layout);
+        call check_routing on the group first. The routing plan is built on the device by the forward launch
+        (op_kernel/cuda/routing_plan.cuh)."""
         for slot, value in {Slot.X: x, Slot.W1: w1, Slot.W2: w2, Slot.DY: dy, Slot.TOPK_IDS: topk_ids,
                             Slot.TOPK_WEIGHTS: topk_weights}.items():
             self.write(rank, slot, value)
@@ -123,11 +132,12 @@ class CudaGroup:
         out = {}
         for name, slot in OUTPUTS.items():
             dtype = self.cfg.dtype if slot in (Slot.Y, Slot.DX) else "fp32"
-            out[name] = np.stack([to_float64(self.read(r, slot), dtype) for r in range(self.cfg.ep)])
+            out[name] = np.stack([to_float64(self.read_standard(r, slot), dtype) for r in range(self.cfg.ep)])
         return out
 
     def raw_outputs(self) -> dict[str, np.ndarray]:
-        return {name: np.stack([self.read(r, slot) for r in range(self.cfg.ep)]) for name, slot in OUTPUTS.items()}
+        return {name: np.stack([self.read_standard(r, slot) for r in range(self.cfg.ep)])
+                for name, slot in OUTPUTS.items()}
 
     # ---- launches --------------------------------------------------------------------------------
     def run(self, direction: str, timeout_s: float = 30.0, fault: tuple[int, str, int] | None = None,

@@ -18,6 +18,7 @@ from ..errors import HpmoeError
 from ..runtime.dtypes import to_storage
 from ..runtime.routing import make_routing
 from ..runtime.twin import OUTPUTS, make_inputs
+from ..weight_layout import stored
 from .group import CudaGroup
 
 
@@ -61,15 +62,17 @@ def main(argv: list[str] | None = None) -> int:
             return [f.read_bytes() for f in files]
 
         with CudaGroup(cfg, [args.device], local_rank=r, exchange=exchange) as group:
-            group.load_rank(r, to_storage(inputs.x[r], cfg.dtype), to_storage(inputs.w1[r], cfg.dtype),
-                            to_storage(inputs.w2[r], cfg.dtype), to_storage(inputs.dy[r], cfg.dtype), ids[r], weights[r])
+            wt = cfg.weights_transposed
+            group.load_rank(r, to_storage(inputs.x[r], cfg.dtype), to_storage(stored(inputs.w1[r], wt), cfg.dtype),
+                            to_storage(stored(inputs.w2[r], wt), cfg.dtype), to_storage(inputs.dy[r], cfg.dtype),
+                            ids[r], weights[r])
             _publish(run_dir / f"ready{r}", b"")
             _wait_for([run_dir / f"ready{q}" for q in range(cfg.ep)], 120, f"rank {r} waiting for peers to load")
             ms = {"fwd": 0.0, "bwd": 0.0}
             for _ in range(args.iterations):
                 for d in ("fwd", "bwd"):
                     ms[d] = group.run(d, timeout_s=args.timeout, trace=args.trace)[r]
-            out = {name: group.read(r, slot) for name, slot in OUTPUTS.items()}
+            out = {name: group.read_standard(r, slot) for name, slot in OUTPUTS.items()}
             if args.trace:
                 out.update({f"trace_{d}": group.trace(r, d) for d in ("fwd", "bwd")})
             np.savez(run_dir / f"out{r}.npz", ms_fwd=ms["fwd"], ms_bwd=ms["bwd"], **out)

@@ -22,6 +22,7 @@ from ..compiler import RankSchedule, compile_schedules
 from ..config import MoeConfig
 from ..errors import ConfigError
 from ..ssc_format import Slot
+from ..weight_layout import standard, stored
 from . import native
 from .dtypes import to_float64, to_storage
 from .plan_phase import plan_or_raise
@@ -30,6 +31,7 @@ from .shm_names import remove_stale_segments, segment_name
 from .supervise import kill_all, supervise
 
 OUTPUTS = {"y": Slot.Y, "dx": Slot.DX, "dw1": Slot.DW1, "dw2": Slot.DW2, "dtopk_weights": Slot.DTOPK_WEIGHTS}
+WEIGHT_SLOTS = (Slot.W1, Slot.W2, Slot.DW1, Slot.DW2)  # stored in the config's weight layout (weight_layout.py)
 FAULT_MODES = {"none": 0, "exit": 1, "fail": 2}
 
 
@@ -102,10 +104,12 @@ class CpuTwin:
         """Routing plan (bucket check first: nothing moves if the routing does not fit), then every input."""
         cfg = self.cfg
         check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
+        wt = cfg.weights_transposed
         for r in range(cfg.ep):
             plan = plan_or_raise(cfg, inputs.topk_ids[r])  # the shared plan phase (routing_plan.h)
-            put = {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.W1: to_storage(inputs.w1[r], cfg.dtype),
-                   Slot.W2: to_storage(inputs.w2[r], cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
+            put = {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
+                   Slot.W1: to_storage(stored(inputs.w1[r], wt), cfg.dtype),
+                   Slot.W2: to_storage(stored(inputs.w2[r], wt), cfg.dtype),
                    Slot.TOPK_IDS: inputs.topk_ids[r], Slot.TOPK_WEIGHTS: inputs.topk_weights[r],
                    Slot.SEND_ROWS: plan.send_rows, Slot.SEND_COUNTS: plan.send_counts,
                    Slot.TOKEN_ROWS: plan.token_rows}
@@ -113,17 +117,22 @@ class CpuTwin:
                 view = self.heap.view(r, slot)
                 view[...] = np.asarray(value).reshape(view.shape)
 
+    def _view(self, rank: int, slot: Slot) -> np.ndarray:
+        """A heap slot, weight gradients in the standard layout whatever the config stores."""
+        view = self.heap.view(rank, slot)
+        return standard(view, self.cfg.weights_transposed) if slot in WEIGHT_SLOTS else view
+
     def outputs(self) -> dict[str, np.ndarray]:
-        """Every output of every rank as float64, stacked over ranks."""
+        """Every output of every rank as float64, stacked over ranks (dW1, dW2 in the standard layout)."""
         out = {}
         for name, slot in OUTPUTS.items():
             dtype = self.cfg.dtype if slot in (Slot.Y, Slot.DX) else "fp32"
-            out[name] = np.stack([to_float64(self.heap.view(r, slot), dtype) for r in range(self.cfg.ep)])
+            out[name] = np.stack([to_float64(self._view(r, slot), dtype) for r in range(self.cfg.ep)])
         return out
 
     def raw_outputs(self) -> dict[str, np.ndarray]:
-        """Copies of the stored output bits (for bitwise comparisons)."""
-        return {name: np.stack([self.heap.view(r, slot).copy() for r in range(self.cfg.ep)])
+        """Copies of the stored output bits (for bitwise comparisons), dW1, dW2 in the standard layout."""
+        return {name: np.stack([self._view(r, slot).copy() for r in range(self.cfg.ep)])
                 for name, slot in OUTPUTS.items()}
 
     # ---- ranks as threads of this process --------------------------------------------------------

@@ -49,6 +49,9 @@ def check_hw_fits(cfg: MoeConfig, hw: Hardware) -> None:
     if cfg.mixed_queues:
         raise HpmoeError("the hardware model is an Ascend device, whose AIC cannot run the vector tasks mixed "
                          "queues deal to cube workers: compile with --no-mixed-queues")
+    if cfg.weights_transposed:
+        raise HpmoeError("the A3 model follows the AscendC kernel, which reads weights in the standard layout only: "
+                         "compile without --weights-transposed")
     if cfg.num_aic > hw.num_aic or cfg.num_aiv > hw.num_aiv:
         raise HpmoeError(f"the schedule uses {cfg.num_aic} AIC / {cfg.num_aiv} AIV workers; the hardware model "
                          f"has {hw.num_aic} AIC / {hw.num_aiv} AIV per device")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from .. import limits
-from ..args import check_output_file, int_arg
+from ..args import check_output_file, int_arg, int_list_arg
 from ..cli import add_config_args, config_from_args, directions
 from ..errors import HpmoeError
 from .api import Prediction, load_ssc_dir, predict
@@ -87,6 +87,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from .tune import tune
     if args.output is not None:
         check_output_file(args.output, "config output")
+    if args.backend == "cuda":
+        from ..cuda.tune_cmd import cmd_tune_cuda
+        return cmd_tune_cuda(args)
     hw = load_hw(args.hw)
     cfg = config_from_args(args)
     limits.check_simulate(cfg)
@@ -117,6 +120,15 @@ def register_tune(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rounds", type=int_arg(1, 100), default=3,
                    help="coordinate-search rounds, 1 to 100 (stops early when stable)")
     p.add_argument("-o", "--output", metavar="JSON", help="write the chosen config (a --config file)")
+    p.add_argument("--backend", choices=["a3", "cuda"], default="a3",
+                   help="a3: predict with the Ascend A3 model (default); cuda: measure each candidate on this "
+                        "host's GPUs and cache the fastest per shape and GPU (hpmoe/tuning_cache.py)")
+    p.add_argument("--devices", metavar="LIST", type=int_list_arg(0, 1023),
+                   help="cuda: GPU of each rank (default: rank r on GPU r)")
+    p.add_argument("--iterations", type=int_arg(1, 1000), default=5,
+                   help="cuda: timed fwd+bwd launches per candidate (the median counts)")
+    p.add_argument("--cache", metavar="JSON", help="cuda: tuning cache file (default $HPMOE_TUNING_CACHE or "
+                   "~/.cache/hpmoe/tuning.json)")
     p.set_defaults(func=cmd_tune)
 
 

@@ -1,0 +1,132 @@
+"""`hpmoe tune --backend cuda`: measure candidate schedules on the GPU, cache the fastest per shape and GPU.
+
+Mercury-style: every candidate is compiled and run for real (fwd + bwd kernel time, median of a few
+launches after one warm-up pair), never predicted. Coordinate search, as the A3 tuner (sim/tune.py): start
+from the given config, try each value of one dimension with the others fixed, keep the best, repeat until a
+round changes nothing. Dimensions: the queue variant, the cube/vector worker split (same block total), the
+row tile and the GMM column block (gmm_split.py; 0 = the compiler's rule). A candidate the compiler or the
+backend refuses is skipped with its reason. The winner goes to tuning_cache.py, keyed by shape and GPU name.
+The search takes any `runner(cfg) -> ms`, so tests drive it without a GPU.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import subprocess
+from typing import Callable
+
+from ..config import MoeConfig
+from ..errors import HpmoeError
+from ..gmm_split import GMM_TILE_N, gmm_widths, whole_width_block
+
+VARIANTS = {"mixed": dict(mixed_queues=True, row_pipelines=False, claim_pool=False),
+            "mixed+pool": dict(mixed_queues=True, row_pipelines=False, claim_pool=True),
+            "pipelines+pool": dict(mixed_queues=True, row_pipelines=True, claim_pool=True)}
+VECTOR_BLOCKS = (20, 12, 4)  # vector-queue blocks tried; cube blocks = the config's total minus these
+TILE_M = (128, 256)          # 64-row tiles ran 1.45x slower (docs/cuda.md): the tile is built for 128 rows
+
+
+@dataclasses.dataclass
+class Trial:
+    params: dict
+    ms: float = math.inf
+    skipped: str = ""
+
+
+@dataclasses.dataclass
+class CudaTuneResult:
+    start: Trial
+    best: Trial
+    best_cfg: MoeConfig
+    tried: list[Trial]
+
+
+def search_space(cfg: MoeConfig) -> dict[str, tuple]:
+    total = cfg.num_aic + cfg.num_aiv
+    workers = tuple(f"{total - v}+{v}" for v in VECTOR_BLOCKS if total - v >= 1)
+    blocks = [0, whole_width_block(cfg)]
+    blocks += [b for b in (512, 1024, 2048, 4096) if b < max(gmm_widths(cfg)) and b % GMM_TILE_N == 0]
+    return {"variant": tuple(VARIANTS), "workers": workers, "tile_m": TILE_M, "gmm_n_block": tuple(blocks)}
+
+
+def candidate_config(cfg: MoeConfig, params: dict) -> MoeConfig:
+    """cfg with a candidate's parameters; the bucket is re-derived (tile_m changes its rounding)."""
+    aic, _, aiv = params["workers"].partition("+")
+    return cfg.replace(**VARIANTS[params["variant"]], num_aic=int(aic), num_aiv=int(aiv), tile_m=params["tile_m"],
+                       gmm_n_block=params["gmm_n_block"], recv_rows_per_src=0, token_tile=0)
+
+
+def start_params(cfg: MoeConfig) -> dict:
+    variant = next((name for name, flags in VARIANTS.items()
+                    if all(getattr(cfg, k) == v for k, v in flags.items())), "mixed+pool")
+    return {"variant": variant, "workers": f"{cfg.num_aic}+{cfg.num_aiv}", "tile_m": cfg.tile_m,
+            "gmm_n_block": cfg.gmm_n_block}
+
+
+def tune_cuda(cfg: MoeConfig, runner: Callable[[MoeConfig], float], *, rounds: int = 2,
+              space: dict[str, tuple] | None = None, log: Callable[[str], None] | None = None) -> CudaTuneResult:
+    space = space or search_space(cfg)
+    seen: dict[tuple, tuple[Trial, MoeConfig | None]] = {}
+
+    def evaluate(params: dict) -> Trial:
+        key = tuple(sorted(params.items()))
+        if key not in seen:
+            trial, c = Trial(dict(params)), None
+            try:
+                c = candidate_config(cfg, params)
+                trial.ms = float(runner(c))
+            except HpmoeError as exc:  # ConfigError, ScheduleError, CudaFailure: a refused candidate
+                trial.skipped = str(exc)
+            seen[key] = (trial, c)
+            if log:
+                state = trial.skipped or f"fwd+bwd {trial.ms:.3f} ms"
+                log(f"  {' '.join(f'{k}={v}' for k, v in params.items())}: {state}")
+        return seen[key][0]
+
+    start = evaluate(start_params(cfg))
+    if start.skipped:
+        raise HpmoeError(f"the starting schedule does not run: {start.skipped}")
+    best = start
+    for _ in range(rounds):
+        changed = False
+        for name, values in space.items():
+            for value in values:
+                trial = evaluate({**best.params, name: value})
+                if not trial.skipped and trial.ms < best.ms * 0.995:  # a gain inside timing noise is no gain
+                    best, changed = trial, True
+        if not changed:
+            break
+    best_cfg = seen[tuple(sorted(best.params.items()))][1]
+    return CudaTuneResult(start, best, best_cfg, [t for t, _ in seen.values()])
+
+
+def measure_on_gpu(cfg: MoeConfig, devices: list[int], *, iterations: int = 5, routing: str = "random",
+                   seed: int = 0, timeout_s: float = 60.0) -> float:
+    """Median fwd + bwd kernel milliseconds (slowest rank) of cfg on this process's GPUs."""
+    from ..runtime.routing import bucket_for, make_routing
+    from ..runtime.twin import make_inputs
+    from .group import CudaGroup
+
+    ids, weights = make_routing(cfg, routing, seed)
+    cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, ids))
+    inputs = make_inputs(cfg, ids, weights, seed)
+    with CudaGroup(cfg, devices) as group:
+        group.load_inputs(inputs)
+        group.run("fwd", timeout_s=timeout_s)
+        group.run("bwd", timeout_s=timeout_s)
+        times = [max(group.run("fwd", timeout_s=timeout_s)) + max(group.run("bwd", timeout_s=timeout_s))
+                 for _ in range(iterations)]
+    return statistics.median(times)
+
+
+def gpu_name(device: int) -> str:
+    """The GPU's name as the driver reports it (the cache key), through nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", str(device)],
+                             capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise HpmoeError(f"cannot read the name of GPU {device} for the tuning cache: {exc}") from None
+    if not out:
+        raise HpmoeError(f"nvidia-smi printed no name for GPU {device}")
+    return out.splitlines()[0]

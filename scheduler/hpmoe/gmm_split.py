@@ -1,0 +1,59 @@
+"""Column split of the row-tiled GMM tasks: a schedule for wide experts and few rows.
+
+A GMM task is one row tile times the whole expert width by default. When the expected busy row tiles are
+fewer than the cube workers (Mixtral: h 4096, I 14336, top-2 at 4096 tokens gives 64 row tiles for 112
+GPU blocks), each GMM op's output columns are split into blocks of `cols_per_task` columns, one task each;
+events follow from the regions (SwiGLU waits on every block of its row tile).
+
+Rule (cfg.gmm_n_block == 0): split only for the GPU deals (mixed queues; the AscendC kernel and the A3
+model take whole widths and refuse mixed queues anyway), not with row pipelines (a chain is one unit, so a
+split would add tasks, not parallelism), and not when the busy row tiles fill the cube workers. Then the
+block is the largest multiple of the GPU tile's N (GMM_TILE_N) that gives the narrowest GMM op at least
+ceil(workers / tiles) blocks, and never less than GMM_TILE_N. An explicit cfg.gmm_n_block (a multiple of 8, e.g. from `hpmoe tune`) wins.
+"""
+from __future__ import annotations
+
+import math
+
+from .config import MoeConfig
+
+GMM_TILE_N = 256  # output columns of one CUDA GMM tile (op_kernel/cuda/block_gemm_wgmma.cuh kBN)
+
+
+def gmm_widths(cfg: MoeConfig) -> tuple[int, ...]:
+    """Output widths of the row-tiled GMM ops: GMM1 2I, GMM2 h; activation gradient I, gate gradient h."""
+    return (2 * cfg.inter, cfg.hidden, cfg.inter)
+
+
+def busy_row_tiles(cfg: MoeConfig) -> int:
+    """Row tiles per rank that balanced routing fills (T*k/ep rows from each source, up to C)."""
+    per_pair = min(cfg.recv_rows_per_src, cfg.tokens * cfg.topk / cfg.ep)
+    return cfg.ep * max(1, math.ceil(per_pair / cfg.tile_m))
+
+
+def auto_n_block(cfg: MoeConfig) -> int:
+    """The compiler's column block for this shape (0: whole width)."""
+    tiles = busy_row_tiles(cfg)
+    if not cfg.mixed_queues or cfg.row_pipelines or tiles >= cfg.num_aic:
+        return 0
+    splits = math.ceil(cfg.num_aic / tiles)
+    block = max(GMM_TILE_N, (min(gmm_widths(cfg)) // splits) // GMM_TILE_N * GMM_TILE_N)
+    return 0 if block >= max(gmm_widths(cfg)) else block
+
+
+def whole_width_block(cfg: MoeConfig) -> int:
+    """An explicit gmm_n_block that keeps every GMM op whole (for backends that only run whole widths)."""
+    return -(-max(gmm_widths(cfg)) // 8) * 8
+
+
+def n_block(cfg: MoeConfig) -> int:
+    """Columns per GMM task in force (0: whole width)."""
+    return cfg.gmm_n_block or auto_n_block(cfg)
+
+
+def col_blocks(cfg: MoeConfig, width: int) -> list[tuple[int, int]]:
+    """(first column, columns) of each task of a GMM op writing `width` columns, left to right."""
+    block = n_block(cfg)
+    if block == 0 or block >= width:
+        return [(0, width)]
+    return [(c0, min(block, width - c0)) for c0 in range(0, width, block)]

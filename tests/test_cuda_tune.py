@@ -1,0 +1,66 @@
+"""`hpmoe tune --backend cuda` without a GPU: the search with a mock runner, the tuning cache, the refusals."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from hpmoe import tuning_cache
+from hpmoe.config import make_config
+from hpmoe.cuda.native import CudaFailure
+from hpmoe.cuda.tune import candidate_config, search_space, tune_cuda
+
+MIXTRAL = dict(ep=1, tokens=4096, hidden=4096, inter=14336, experts_per_rank=8, topk=2, dtype="bf16", tile_m=128,
+               wgrad_tile=256, num_aic=112, num_aiv=20, mixed_queues=True, claim_pool=True)
+
+
+def test_search_finds_the_fastest_candidate_and_skips_refused_ones():
+    cfg = make_config(None, MIXTRAL)
+
+    def runner(c):  # a made-up cost surface: best at 120+12 workers, block 2048, pipelines refused
+        if c.row_pipelines:
+            raise CudaFailure("refused by the backend")
+        return 10.0 + abs(c.num_aic - 120) * 0.1 + (0 if c.gmm_n_block == 2048 else 1.0) + (c.tile_m == 256)
+
+    res = tune_cuda(cfg, runner)
+    assert res.best.params == {"variant": "mixed+pool", "workers": "120+12", "tile_m": 128, "gmm_n_block": 2048}
+    assert res.best_cfg.num_aic == 120 and res.best_cfg.gmm_n_block == 2048 and res.best_cfg.claim_pool
+    assert any(t.skipped for t in res.tried) and res.best.ms == pytest.approx(10.0)
+
+
+def test_search_space_is_valid_for_the_shape():
+    cfg = make_config(None, MIXTRAL)
+    space = search_space(cfg)
+    assert space["workers"] == ("112+20", "120+12", "128+4")
+    for block in space["gmm_n_block"]:
+        c = candidate_config(cfg, {"variant": "mixed", "workers": "112+20", "tile_m": 256, "gmm_n_block": block})
+        assert c.recv_rows_per_src % 256 == 0 and c.gmm_n_block == block
+
+
+def test_cache_round_trip_and_key(tmp_path):
+    path = tmp_path / "tuning.json"
+    cfg = make_config(None, {**MIXTRAL, "weights_transposed": True, "gmm_n_block": 2048})
+    key = tuning_cache.shape_key(cfg)
+    assert key == "ep1-t4096-h4096-i14336-e8-k2-bf16-wt"
+    assert tuning_cache.lookup(key, "NVIDIA H200", path) is None  # no file yet
+    tuning_cache.store(key, "NVIDIA H200", cfg, 12.5, path)
+    got = tuning_cache.lookup(key, "NVIDIA H200", path)
+    assert got["gmm_n_block"] == 2048 and got["num_aic"] == 112 and set(got) == set(tuning_cache.SCHEDULE_FIELDS)
+    assert tuning_cache.lookup(key, "NVIDIA H100", path) is None
+    assert make_config(None, {**MIXTRAL, **got}).gmm_n_block == 2048  # applies as config fields
+    path.write_text("not json")
+    assert tuning_cache.lookup(key, "NVIDIA H200", path) is None  # unreadable: fall back to the compiler
+    data = json.loads(json.dumps({"version": 99, "entries": {}}))
+    path.write_text(json.dumps(data))
+    assert tuning_cache.lookup(key, "NVIDIA H200", path) is None
+
+
+def test_cli_refuses_without_a_gpu():
+    from hpmoe.cuda.native import gpu_count
+    if gpu_count() > 0:
+        pytest.skip("a GPU is present: the measuring path runs in tests/cuda")
+    p = subprocess.run([sys.executable, "-m", "hpmoe.cli", "tune", "--backend", "cuda", "--preset", "small"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "GPU" in p.stderr, p.stderr

@@ -1,0 +1,104 @@
+"""The compiler side of issue 16: column-split GMM tasks (gmm_split.py) and nn.Linear's weight layout
+(weights_transposed): the split rule per shape, regions and events that follow, the validators, refusals."""
+from __future__ import annotations
+
+import pytest
+
+from hpmoe import gmm_split, task_access
+from hpmoe.config import make_config
+from hpmoe.errors import ConfigError
+from hpmoe.runtime import native
+from hpmoe.ssc_format import Direction, Section, Slot, TaskType
+from hpmoe.ssc_io import to_bytes
+from hpmoe.validate import validate
+from schedule_tools import compile_group
+from ssc_edit import edit, records
+
+MIXTRAL = dict(ep=1, tokens=4096, hidden=4096, inter=14336, experts_per_rank=8, topk=2, dtype="bf16", tile_m=128,
+               wgrad_tile=256, num_aic=112, num_aiv=20, mixed_queues=True)
+
+
+def test_rule_splits_wide_experts_with_few_row_tiles():
+    cfg = make_config(None, MIXTRAL)
+    assert gmm_split.busy_row_tiles(cfg) == 64
+    block = gmm_split.auto_n_block(cfg)  # 112 workers / 64 tiles: the narrowest op (h 4096) in >= 2 blocks
+    assert block == 2048 and block % gmm_split.GMM_TILE_N == 0
+    assert len(gmm_split.col_blocks(cfg, 2 * cfg.inter)) * 64 >= cfg.num_aic
+    assert gmm_split.col_blocks(cfg, cfg.inter)[-1] == (12288, 2048)
+
+
+@pytest.mark.parametrize("over", [dict(preset="deepseek-v3"), dict(row_pipelines=True), dict(tokens=65536),
+                                  dict(mixed_queues=False)])
+def test_rule_keeps_whole_widths_when_row_tiles_fill_the_workers(over):
+    preset = over.pop("preset", None)
+    cfg = make_config(preset, {} if preset else {**MIXTRAL, **over})
+    assert gmm_split.auto_n_block(cfg) == 0
+    assert gmm_split.col_blocks(cfg, 2 * cfg.inter) == [(0, 2 * cfg.inter)]
+
+
+def test_explicit_block_must_be_a_multiple_of_8():
+    with pytest.raises(ConfigError, match="gmm_n_block=12 is not a multiple of 8"):
+        make_config("small", {"gmm_n_block": 12})
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+@pytest.mark.parametrize("over", [dict(gmm_n_block=24), dict(gmm_n_block=8, weights_transposed=True),
+                                  dict(gmm_n_block=16, mixed_queues=True, row_pipelines=True, claim_pool=True),
+                                  dict(weights_transposed=True, ep=3, topk=3)])
+def test_split_and_transposed_groups_pass_both_validators(direction, over):
+    cfg = make_config("small", {"ep": 2, **over})
+    schedules = compile_group(cfg, direction)
+    assert validate(schedules) == []
+    error, _ = native.validate_ssc([to_bytes(s) for s in schedules])  # the C++ load-time validator
+    assert not error, error
+
+
+def test_split_gmm_tasks_cover_the_width_and_swiglu_waits_on_every_block():
+    cfg = make_config("small", {"ep": 2, "gmm_n_block": 24})
+    s = compile_group(cfg, "fwd")[0]
+    gmm1 = [t for t in s.tasks if t["task_type"] == TaskType.GMM and t["outputs"][0]["slot"] == Slot.H]
+    first_tile = [t for t in gmm1 if t["outputs"][0]["row_offset"] == 0]
+    assert [(int(t["outputs"][0]["col_offset"]), int(t["outputs"][0]["cols"])) for t in first_tile] == \
+        [(0, 24), (24, 24), (48, 16)]
+    swiglu = next(t for t in s.tasks if t["task_type"] == TaskType.SWIGLU and t["inputs"][0]["row_offset"] == 0)
+    waits = [int(e) for e in swiglu["dependent_event"] if e != 0xFFFFFFFF]
+    assert any(int(s.events[e]["threshold"]) == 3 for e in waits), "SwiGLU must wait on all three GMM1 blocks"
+    tiling = s.tilings[int(first_tile[0]["tiling_data_position"])]
+    assert int(tiling["n"]) == 24
+
+
+def test_transposed_tensors_and_weight_gradient_operands():
+    cfg = make_config("small", {"ep": 2, "weights_transposed": True})
+    s = compile_group(cfg, "bwd")[0]
+    dims = {int(t["slot"]): tuple(int(d) for d in t["dims"][:t["ndim"]]) for t in s.tensors}
+    E, h, inter = cfg.experts_per_rank, cfg.hidden, cfg.inter
+    assert dims[Slot.W1] == dims[Slot.DW1] == (E, 2 * inter, h)
+    assert dims[Slot.W2] == dims[Slot.DW2] == (E, h, inter)
+    wgrad = [t for t in s.tasks if t["task_type"] == TaskType.GMM_WEIGHT_GRAD]
+    w1 = [t for t in wgrad if t["outputs"][0]["slot"] == Slot.DW1]
+    assert len(w1) == E * 2 * inter // cfg.wgrad_tile  # rows of dW1t are the 2I output features
+    assert {(int(t["inputs"][0]["slot"]), int(t["inputs"][1]["slot"])) for t in w1} == {(Slot.DH, Slot.RECV_X)}
+    assert int(cfg.flags) & (1 << 5)
+
+
+def test_access_rows_follow_the_layout():
+    """A standard-layout weight-gradient task in a transposed file (and the reverse) is refused."""
+    std = [r for r in task_access.TASK_ACCESS if r.task_type == TaskType.GMM_WEIGHT_GRAD]
+    slots = ([Slot.RECV_X, Slot.DH, Slot.RECV_COUNTS], [Slot.DW1])
+    assert sum(task_access.matches(r, Direction.BACKWARD, *slots, weights_transposed=False) for r in std) == 1
+    assert sum(task_access.matches(r, Direction.BACKWARD, *slots, weights_transposed=True) for r in std) == 0
+
+
+def test_cpp_validator_refuses_standard_operands_in_a_transposed_file():
+    """dW1 = X^T dH operands (the standard layout's row) in a transposed file: refused by the access table."""
+    cfg = make_config("small", {"ep": 1, "weights_transposed": True})
+    blob = to_bytes(compile_group(cfg, "bwd")[0])
+    error, _ = native.validate_ssc([blob])
+    assert not error, error
+    tasks, _ = records(blob, Section.TASKS)
+    i = next(i for i, t in enumerate(tasks) if t["task_type"] == TaskType.GMM_WEIGHT_GRAD and
+             t["outputs"][0]["slot"] == Slot.DW1)
+    bad = edit(edit(blob, Section.TASKS, i, "inputs", int(Slot.RECV_X), "slot", 0), Section.TASKS, i, "inputs",
+               int(Slot.DH), "slot", 1)
+    error, _ = native.validate_ssc([bad])
+    assert "inputs[0].slot" in error and "dh" in error.lower(), error
