@@ -12,6 +12,30 @@
 
 namespace hpmoe {
 namespace ascend {
+namespace {
+uint32_t RoundUp(uint32_t v, uint32_t q) { return (v + q - 1) / q * q; }
+uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
+}  // namespace
+
+GemmTiling CubeTilingFor(uint32_t m, uint32_t n, uint32_t k, uint32_t elem_bytes, uint32_t cores) {
+  GemmTiling t{};
+  const uint32_t block = 32 / elem_bytes;  // elements per 32-byte block
+  t.usedCoreNum = int32_t(cores);
+  t.M = t.singleCoreM = int32_t(m);
+  t.N = t.singleCoreN = int32_t(n);
+  t.Ka = t.Kb = t.singleCoreK = int32_t(k);
+  // 128 x 256 fp32 fills L0C (128 KiB); baseK = 64 bytes' worth x 16 keeps A (128 x baseK) and B (baseK x
+  // 256) at 16 / 32 KiB per buffer, double-buffered inside L0A / L0B.
+  t.baseM = int32_t(Min(128, RoundUp(m, 16)));
+  t.baseN = int32_t(Min(256, RoundUp(n, 16)));
+  t.baseK = int32_t(Min(128 / elem_bytes, RoundUp(k, block)));
+  t.stepM = t.stepN = t.stepKa = t.stepKb = 1;
+  t.depthA1 = t.depthB1 = 2;
+  t.dbL0A = t.dbL0B = 2;
+  t.dbL0C = 1;
+  return t;
+}
+
 std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   ssc::LoadExpect expect;
   expect.config = req.expected;
@@ -69,11 +93,28 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
     t.slot_cols[s] = uint32_t(layout.slots[s].cols);
     t.slot_dtype[s] = layout.slots[s].dtype;
   }
+  const uint32_t es = cfg.dtype == ssc::kFP32 ? 4 : 2, C = cfg.recv_rows_per_src, h = cfg.hidden, I = cfg.inter;
+  t.gemm[kGemmUp] = CubeTilingFor(cfg.tile_m, 2 * I, h, es, cfg.num_aic);
+  t.gemm[kGemmDown] = CubeTilingFor(cfg.tile_m, h, I, es, cfg.num_aic);
+  t.gemm[kGemmDA] = CubeTilingFor(cfg.tile_m, I, h, es, cfg.num_aic);
+  t.gemm[kGemmDX] = CubeTilingFor(cfg.tile_m, h, 2 * I, es, cfg.num_aic);
+  t.gemm[kGemmDW1] = CubeTilingFor(cfg.wgrad_tile, 2 * I, C, es, cfg.num_aic);
+  t.gemm[kGemmDW2] = CubeTilingFor(cfg.wgrad_tile, h, C, es, cfg.num_aic);
+  // An expert without rows gets its weight-gradient block zeroed by DataCopy in whole 32-byte blocks.
+  if ((uint64_t(cfg.wgrad_tile) * h * 4) % 32 != 0 || (uint64_t(cfg.wgrad_tile) * 2 * I * 4) % 32 != 0)
+    return Format("wgrad_tile x hidden and wgrad_tile x 2 inter must be multiples of 8 elements (got %u, %u, %u)",
+                  cfg.wgrad_tile, h, I);
+  t.window_bytes = layout.segment_bytes;
+  if (req.window_bytes < layout.segment_bytes)
+    return Format("the op needs a %llu MiB HCCL window per rank but has %llu MiB: set HCCL_BUFFSIZE=%llu (MiB) "
+                  "or larger", (unsigned long long)((layout.segment_bytes + (1 << 20) - 1) >> 20),
+                  (unsigned long long)(req.window_bytes >> 20),
+                  (unsigned long long)((layout.segment_bytes + (1 << 20) - 1) >> 20));
   t.signal_one[0] = 1;
   t.abort_line[0] = int32_t(req.rank) + 1;
   out->block_dim = cfg.num_aic;
   out->schedule_mode = 1;
-  out->workspace_bytes = uint64_t(cfg.num_aic + cfg.num_aiv) * kReportBytes;
+  out->workspace_bytes = req.lib_workspace_bytes + uint64_t(cfg.num_aic + cfg.num_aiv) * kReportBytes;
   out->region_bytes = layout.segment_bytes;
   return "";
 }

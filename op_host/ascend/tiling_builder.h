@@ -25,18 +25,25 @@ struct TilingRequest {
   uint32_t core_num_aic = 0;     // the device's cores (PlatformAscendC::GetCoreNumAic / GetCoreNumAiv)
   uint32_t core_num_aiv = 0;
   uint64_t timeout_ms = 30000;
+  uint64_t lib_workspace_bytes = 0;  // PlatformAscendC::GetLibApiWorkSpaceSize(): the system part
+  uint64_t window_bytes = 0;         // the HCCL window per rank (HCCL_BUFFSIZE MiB on CANN)
 };
 
 struct TilingResult {
   KernelTiling tiling{};
   uint32_t block_dim = 0;        // SetBlockDim: AI cores = num_aic
   uint32_t schedule_mode = 0;    // SetScheduleMode: 1 = batch (all cores resident; workers spin on each other)
-  uint64_t workspace_bytes = 0;  // user workspace: one WorkerReport line per worker
+  uint64_t workspace_bytes = 0;  // system part (lib_workspace_bytes) + one WorkerReport line per worker
   uint64_t region_bytes = 0;     // symmetric region per rank the layout needs (HCCL_BUFFSIZE must cover it)
 };
 
 // Returns "" or one line naming what is wrong.
 std::string BuildTiling(const TilingRequest& request, TilingResult* out);
+
+// The Matmul tiling of one GEMM shape (M x K times K x N, operands of `elem_bytes`, fp32 accumulation) from
+// the Matmul tiling guide's rules: base blocks of 16 (baseK one 32-byte block multiple) within L0A/L0B
+// (64 KiB, double-buffered) and L0C (128 KiB), L1 queues of two base blocks per operand.
+GemmTiling CubeTilingFor(uint32_t m, uint32_t n, uint32_t k, uint32_t elem_bytes, uint32_t cores);
 
 }  // namespace ascend
 }  // namespace hpmoe

@@ -16,57 +16,61 @@
 namespace hpmoe {
 namespace ascend {
 
+// T: the activation type (the AIC's Matmul objects are typed); the vector handlers dispatch on dtype.
+// Every handler names its core with ASCEND_IS_AIC / ASCEND_IS_AIV, so the AIC build compiles no vector
+// code and the AIV build no Matmul (in the run-time stub both exist and the test runs at run time).
+template <class T>
 class AscendHandlers {
  public:
   HPMOE_DEVICE void Init(const KernelContext& ctx, AscendSync* sync, AscendC::TPipe& pipe) {
     ctx_ = ctx;
     sync_ = sync;
-    pipe_ = &pipe;
     if ASCEND_IS_AIC {
-      pipe.InitBuffer(zeros_, kZeroLineBytes);
-    } else {
+      cube_.Init(ctx_, pipe);
+    }
+    if ASCEND_IS_AIV {
       buffers_.Init(pipe);
     }
   }
 
-  HPMOE_DEVICE int32_t EntrySignal(const rt::TaskCall& c) { return Vec() ? PutEntrySignal(ctx_, buffers_, *sync_, c) : kErrCoreType; }
-  HPMOE_DEVICE int32_t CountPut(const rt::TaskCall& c) { return Vec() ? PutCounts(ctx_, *sync_, c) : kErrCoreType; }
-  HPMOE_DEVICE int32_t DispatchPut(const rt::TaskCall& c) {
-    return Vec() ? PutDispatch(ctx_, buffers_, *sync_, c, false) : kErrCoreType;
-  }
+#define HPMOE_ON_AIV(call)   \
+  if ASCEND_IS_AIV {         \
+    return call;             \
+  }                          \
+  return kErrCoreType;
+#define HPMOE_ON_AIC(call)   \
+  if ASCEND_IS_AIC {         \
+    return call;             \
+  }                          \
+  return kErrCoreType;
+  HPMOE_DEVICE int32_t EntrySignal(const rt::TaskCall& c) { HPMOE_ON_AIV(PutEntrySignal(ctx_, buffers_, *sync_, c)) }
+  HPMOE_DEVICE int32_t CountPut(const rt::TaskCall& c) { HPMOE_ON_AIV(PutCounts(ctx_, *sync_, c)) }
+  HPMOE_DEVICE int32_t DispatchPut(const rt::TaskCall& c) { HPMOE_ON_AIV(PutDispatch(ctx_, buffers_, *sync_, c, false)) }
   HPMOE_DEVICE int32_t BwdDispatchPut(const rt::TaskCall& c) {
-    return Vec() ? PutDispatch(ctx_, buffers_, *sync_, c, true) : kErrCoreType;
+    HPMOE_ON_AIV(PutDispatch(ctx_, buffers_, *sync_, c, true))
   }
-  HPMOE_DEVICE int32_t CombinePut(const rt::TaskCall& c) { return Vec() ? PutCombine(ctx_, *sync_, c) : kErrCoreType; }
-  HPMOE_DEVICE int32_t Swiglu(const rt::TaskCall& c) { return Vec() ? VecSwiglu(ctx_, buffers_, *c.task) : kErrCoreType; }
-  HPMOE_DEVICE int32_t SwigluGrad(const rt::TaskCall& c) {
-    return Vec() ? VecSwigluGrad(ctx_, buffers_, *c.task) : kErrCoreType;
-  }
-  HPMOE_DEVICE int32_t CombineReduce(const rt::TaskCall& c) {
-    return Vec() ? VecCombineReduce(ctx_, buffers_, *c.task) : kErrCoreType;
-  }
+  HPMOE_DEVICE int32_t CombinePut(const rt::TaskCall& c) { HPMOE_ON_AIV(PutCombine(ctx_, *sync_, c)) }
+  HPMOE_DEVICE int32_t Swiglu(const rt::TaskCall& c) { HPMOE_ON_AIV(VecSwiglu(ctx_, buffers_, *c.task)) }
+  HPMOE_DEVICE int32_t SwigluGrad(const rt::TaskCall& c) { HPMOE_ON_AIV(VecSwigluGrad(ctx_, buffers_, *c.task)) }
+  HPMOE_DEVICE int32_t CombineReduce(const rt::TaskCall& c) { HPMOE_ON_AIV(VecCombineReduce(ctx_, buffers_, *c.task)) }
   HPMOE_DEVICE int32_t BwdCombineReduce(const rt::TaskCall& c) {
-    return Vec() ? VecBwdCombineReduce(ctx_, buffers_, *c.task) : kErrCoreType;
+    HPMOE_ON_AIV(VecBwdCombineReduce(ctx_, buffers_, *c.task))
   }
   HPMOE_DEVICE int32_t TopkWeightGrad(const rt::TaskCall& c) {
-    return Vec() ? VecTopkWeightGrad(ctx_, buffers_, *c.task) : kErrCoreType;
+    HPMOE_ON_AIV(VecTopkWeightGrad(ctx_, buffers_, *c.task))
   }
-  HPMOE_DEVICE int32_t Add(const rt::TaskCall& c) { return Vec() ? VecAdd(ctx_, buffers_, *c.task) : kErrCoreType; }
-  HPMOE_DEVICE int32_t Gmm(const rt::TaskCall& c) { return Cube() ? CubeGmm(ctx_, *c.task, false) : kErrCoreType; }
-  HPMOE_DEVICE int32_t GmmTransB(const rt::TaskCall& c) { return Cube() ? CubeGmm(ctx_, *c.task, true) : kErrCoreType; }
-  HPMOE_DEVICE int32_t GmmWeightGrad(const rt::TaskCall& c) {
-    return Cube() ? CubeWeightGrad(ctx_, *pipe_, zeros_, *c.task) : kErrCoreType;
-  }
+  HPMOE_DEVICE int32_t Add(const rt::TaskCall& c) { HPMOE_ON_AIV(VecAdd(ctx_, buffers_, *c.task)) }
+  HPMOE_DEVICE int32_t Gmm(const rt::TaskCall& c) { HPMOE_ON_AIC(cube_.Gmm(ctx_, *c.task, false)) }
+  HPMOE_DEVICE int32_t GmmTransB(const rt::TaskCall& c) { HPMOE_ON_AIC(cube_.Gmm(ctx_, *c.task, true)) }
+  HPMOE_DEVICE int32_t GmmWeightGrad(const rt::TaskCall& c) { HPMOE_ON_AIC(cube_.WeightGrad(ctx_, *c.task)) }
+#undef HPMOE_ON_AIV
+#undef HPMOE_ON_AIC
 
  private:
-  HPMOE_DEVICE static bool Vec() { return g_coreType == AscendC::AIV; }
-  HPMOE_DEVICE static bool Cube() { return g_coreType == AscendC::AIC; }
-
   KernelContext ctx_{};
   AscendSync* sync_ = nullptr;
-  AscendC::TPipe* pipe_ = nullptr;
   VectorBuffers buffers_;
-  AscendC::TBuf<AscendC::TPosition::A1> zeros_;
+  CubeUnit<T> cube_;
 };
 
 }  // namespace ascend

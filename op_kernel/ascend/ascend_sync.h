@@ -23,6 +23,7 @@ namespace hpmoe {
 namespace ascend {
 
 constexpr uint32_t kCopyChunkBytes = 16384;  // UB bounce buffer of a put's payload
+constexpr int32_t kCopyEventId = 0;          // the MTE3 -> MTE2 event of that buffer
 
 class AscendSync {
  public:
@@ -32,7 +33,7 @@ class AscendSync {
     abort_.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t*>(ctx.heap + ctx.tiling->abort_offset));
     if ASCEND_IS_AIC {
       pipe.InitBuffer(line_l1_, kCounterLineInts * sizeof(int32_t));
-      signal_one_.SetGlobalBuffer(const_cast<__gm__ int32_t*>(ctx.tiling->signal_one));
+      signal_one_.SetGlobalBuffer(const_cast<__gm__ int32_t*>(ctx.tiling_gm->signal_one));
     } else {
       pipe.InitBuffer(line_ub_, kCounterLineInts * sizeof(int32_t));
       pipe.InitBuffer(copy_ub_, kCopyChunkBytes);
@@ -72,8 +73,8 @@ class AscendSync {
 
   // AIV only (puts are VTQ tasks): payload GM -> UB -> peer GM in chunks, barrier, then the counter add.
   // `src` may be null with bytes = 0 when the handler moved the payload itself (gathers).
-  HPMOE_DEVICE void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event,
-                                 uint32_t value) {
+  HPMOE_DEVICE void PutMemSignal(const __gm__ void* src, uint32_t dst_rank, __gm__ void* dst, uint64_t bytes,
+                                 uint32_t event, uint32_t value) {
     if (bytes != 0) {
       __gm__ uint8_t* remote = ctx_.Remote(dst, dst_rank);
       const __gm__ uint8_t* from = static_cast<const __gm__ uint8_t*>(src);
@@ -85,7 +86,8 @@ class AscendSync {
     if (event != ssc::kNoEvent) AddToCounter(dst_rank, event, int32_t(value));
   }
 
-  // One chunk GM -> UB -> GM (n <= kCopyChunkBytes); used by put handlers that gather rows themselves.
+  // One chunk GM -> UB -> GM (n <= kCopyChunkBytes); used by put handlers that gather rows themselves. The
+  // next chunk's MTE2 write to copy_ub_ must wait for this chunk's MTE3 read of it (write-after-read).
   HPMOE_DEVICE void CopyChunk(__gm__ uint8_t* to, const __gm__ uint8_t* from, uint32_t n) {
     AscendC::LocalTensor<uint8_t> ub = copy_ub_.Get<uint8_t>();
     AscendC::GlobalTensor<uint8_t> g_from, g_to;
@@ -95,6 +97,8 @@ class AscendSync {
     AscendC::DataCopyPad(ub, g_from, p, AscendC::DataCopyPadExtParams<uint8_t>{});
     AscendC::PipeBarrier<AscendC::PIPE_ALL>();  // MTE2 -> MTE3 on the same UB bytes
     AscendC::DataCopyPad(g_to, ub, p);
+    AscendC::SetFlag<AscendC::HardEvent::MTE3_MTE2>(kCopyEventId);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE3_MTE2>(kCopyEventId);
   }
 
   // Marks the group failed on every rank: a DMA atomic max of {rank + 1, 0, ...} onto each rank's abort
@@ -102,26 +106,13 @@ class AscendSync {
   // waiters; with several failures the word names the highest failed rank.
   HPMOE_DEVICE void RaiseAbort() {
     AscendC::GlobalTensor<int32_t> line_gm;
-    line_gm.SetGlobalBuffer(const_cast<__gm__ int32_t*>(ctx_.tiling->abort_line));
+    line_gm.SetGlobalBuffer(const_cast<__gm__ int32_t*>(ctx_.tiling_gm->abort_line));
     AscendC::PipeBarrier<AscendC::PIPE_ALL>();
-    for (uint32_t r = 0; r < ctx_.cfg().ep; ++r) {
-      AscendC::GlobalTensor<int32_t> word;
-      word.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t*>(ctx_.Remote(abort_.GetPhyAddr(), r)), kCounterLineInts);
-      if ASCEND_IS_AIC {
-        AscendC::LocalTensor<int32_t> line = line_l1_.Get<int32_t>();
-        AscendC::DataCopy(line, line_gm, kCounterLineInts);
-        AscendC::PipeBarrier<AscendC::PIPE_ALL>();
-        AscendC::SetAtomicMax<int32_t>();
-        AscendC::DataCopy(word, line, kCounterLineInts);
-        AscendC::SetAtomicNone();
-      } else {
-        AscendC::LocalTensor<int32_t> line = line_ub_.Get<int32_t>();
-        AscendC::DataCopy(line, line_gm, kCounterLineInts);
-        AscendC::PipeBarrier<AscendC::PIPE_ALL>();
-        AscendC::SetAtomicMax<int32_t>();
-        AscendC::DataCopy(word, line, kCounterLineInts);
-        AscendC::SetAtomicNone();
-      }
+    // The line is loaded once: the per-rank copies only read it (MTE3), so no reload races their reads.
+    if ASCEND_IS_AIC {
+      RaiseAbortFrom(line_l1_.Get<int32_t>(), line_gm);
+    } else {
+      RaiseAbortFrom(line_ub_.Get<int32_t>(), line_gm);
     }
   }
 
@@ -131,6 +122,20 @@ class AscendSync {
   }
 
  private:
+  HPMOE_DEVICE void RaiseAbortFrom(const AscendC::LocalTensor<int32_t>& line,
+                                   const AscendC::GlobalTensor<int32_t>& line_gm) {
+    AscendC::DataCopy(line, line_gm, kCounterLineInts);
+    AscendC::PipeBarrier<AscendC::PIPE_ALL>();
+    AscendC::SetAtomicMax<int32_t>();
+    for (uint32_t r = 0; r < ctx_.cfg().ep; ++r) {
+      AscendC::GlobalTensor<int32_t> word;
+      word.SetGlobalBuffer(reinterpret_cast<__gm__ int32_t*>(ctx_.Remote(abort_.GetPhyAddr(), r)), kCounterLineInts);
+      AscendC::DataCopy(word, line, kCounterLineInts);
+    }
+    AscendC::SetAtomicNone();
+    AscendC::PipeBarrier<AscendC::PIPE_ALL>();
+  }
+
   HPMOE_DEVICE void AddToCounter(uint32_t rank, uint32_t event, int32_t value) {
     AscendC::GlobalTensor<int32_t> counter;
     counter.SetGlobalBuffer(CounterAddress(rank, event), kCounterLineInts);

@@ -26,7 +26,37 @@ constexpr uint32_t kTensorArgSlots[kNumTensorArgs] = {
     ssc::kSlotDy,       ssc::kSlotSendRows,   ssc::kSlotSendCounts, ssc::kSlotTokenRows, ssc::kSlotY,
     ssc::kSlotDx,       ssc::kSlotDW1,        ssc::kSlotDW2,       ssc::kSlotDTopkWeights};
 
+// GEMM kinds: one Matmul object per kind on each AIC, Init'ed once with the kind's host-computed tiling.
+enum GemmKind : uint32_t {
+  kGemmUp = 0,    // GMM          h = x W1[e]          (M <= tile_m, K = hidden, N = 2 inter)
+  kGemmDown,      // GMM          y = a W2[e]          (K = inter, N = hidden)
+  kGemmDA,        // GMM_TRANS_B  dA = dY W2[e]^T      (K = hidden, N = inter)
+  kGemmDX,        // GMM_TRANS_B  dX = dH W1[e]^T      (K = 2 inter, N = hidden)
+  kGemmDW1,       // GMM_WEIGHT_GRAD dW1 = X^T dH      (M = wgrad_tile, N = 2 inter, K <= C rows)
+  kGemmDW2,       // GMM_WEIGHT_GRAD dW2 = A^T dY      (M = wgrad_tile, N = hidden, K <= C rows)
+  kGemmKinds
+};
+
+// The leading members of CANN's TCubeTiling, in its order (the kernel copies them into a TCubeTiling).
+struct GemmTiling {
+  int32_t usedCoreNum, M, N, Ka, Kb, singleCoreM, singleCoreN, singleCoreK, baseM, baseN, baseK;
+  int32_t depthA1, depthB1, stepM, stepN, isBias, transLength, iterateOrder;
+  int32_t stepKa, stepKb, dbL0A, dbL0B, dbL0C, reserved;
+};
+
+// CANN's MC2 tiling blocks (opaque to the op: filled on the host by Mc2CcTilingConfig::GetTiling, read by
+// Hccl::Init and SetCcTiling); sizes as CANN declares them. They come first in the tiling data, as in every
+// ops-transformer MoeDistribute* tiling.
+struct Mc2InitTilingData {
+  uint8_t reserved[64];
+};
+struct Mc2CcTilingData {
+  uint8_t reserved[280];
+};
+
 struct KernelTiling {
+  Mc2InitTilingData mc2_init;
+  Mc2CcTilingData mc2_cc;
   uint32_t magic;           // kTilingMagic
   uint32_t rank;
   uint32_t direction;       // ssc::Direction of the SSC this launch runs
@@ -40,6 +70,8 @@ struct KernelTiling {
   uint64_t slot_offset[ssc::kSlotCount];  // tensors the caller does not pass: offset in the symmetric region
   uint32_t slot_cols[ssc::kSlotCount];
   uint32_t slot_dtype[ssc::kSlotCount];
+  GemmTiling gemm[kGemmKinds];
+  uint64_t window_bytes;    // the symmetric region the layout needs (checked against the HCCL window)
   alignas(64) int32_t signal_one[kCounterLineInts];  // {1, 0, ..., 0}: the line an AIC adds to a counter
   alignas(64) int32_t abort_line[kCounterLineInts];  // {rank + 1, 0, ..., 0}: raised into every abort word
 };

@@ -17,7 +17,7 @@ namespace ascend {
 
 HPMOE_DEVICE int32_t PutEntrySignal(const KernelContext& ctx, const VectorBuffers& b, AscendSync& sync,
                                     const rt::TaskCall& c) {
-  const SscTensorRef& out = c.task->outputs[0];
+  const __gm__ SscTensorRef& out = c.task->outputs[0];
   if (out.slot != ssc::kSlotPeerReady || out.rows != 1 || out.cols != 1) return rt::kErrRegion;
   AscendC::LocalTensor<int32_t> v = b.F(0).ReinterpretCast<int32_t>();
   v.SetValue(0, int32_t(c.invocation));  // informational payload; the counter carries the protocol
@@ -29,8 +29,8 @@ HPMOE_DEVICE int32_t PutEntrySignal(const KernelContext& ctx, const VectorBuffer
 }
 
 HPMOE_DEVICE int32_t PutCounts(const KernelContext& ctx, AscendSync& sync, const rt::TaskCall& c) {
-  const SscTensorRef& in = c.task->inputs[0];
-  const SscTensorRef& out = c.task->outputs[0];
+  const __gm__ SscTensorRef& in = c.task->inputs[0];
+  const __gm__ SscTensorRef& out = c.task->outputs[0];
   if (in.slot != ssc::kSlotSendCounts || out.slot != ssc::kSlotRecvCounts || in.rows != 1 || out.rows != 1 ||
       in.cols != out.cols || out.row_offset != ctx.tiling->rank)
     return rt::kErrRegion;
@@ -43,9 +43,9 @@ HPMOE_DEVICE int32_t PutCounts(const KernelContext& ctx, AscendSync& sync, const
 // Forward: x rows; backward: topk_weights[t, j] * dy[t] rows (Muls in fp32, one rounding).
 HPMOE_DEVICE int32_t PutDispatch(const KernelContext& ctx, const VectorBuffers& b, AscendSync& sync,
                                  const rt::TaskCall& c, bool backward) {
-  const ssc::SscTask& t = *c.task;
-  const SscTensorRef& rows_ref = t.inputs[backward ? 2 : 1];
-  const SscTensorRef& out = t.outputs[0];
+  const __gm__ ssc::SscTask& t = *c.task;
+  const __gm__ SscTensorRef& rows_ref = t.inputs[backward ? 2 : 1];
+  const __gm__ SscTensorRef& out = t.outputs[0];
   const uint32_t src_slot = backward ? ssc::kSlotDy : ssc::kSlotX;
   const uint32_t dst_slot = backward ? ssc::kSlotRecvDy : ssc::kSlotRecvX;
   const uint64_t C = ctx.cfg().recv_rows_per_src, h = ctx.cfg().hidden, k = ctx.cfg().topk;
@@ -89,8 +89,8 @@ HPMOE_DEVICE int32_t PutDispatch(const KernelContext& ctx, const VectorBuffers& 
 
 // The tile's valid rows (a prefix of the slot) back to the source rank's return slot.
 HPMOE_DEVICE int32_t PutCombine(const KernelContext& ctx, AscendSync& sync, const rt::TaskCall& c) {
-  const SscTensorRef& in = c.task->inputs[0];
-  const SscTensorRef& out = c.task->outputs[0];
+  const __gm__ SscTensorRef& in = c.task->inputs[0];
+  const __gm__ SscTensorRef& out = c.task->outputs[0];
   const uint64_t C = ctx.cfg().recv_rows_per_src;
   const uint64_t s = in.row_offset / C;
   if (in.slot == ssc::kNoSlot || out.slot == ssc::kNoSlot || in.rows == 0 || (in.row_offset + in.rows - 1) / C != s ||

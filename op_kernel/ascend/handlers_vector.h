@@ -16,10 +16,10 @@ namespace ascend {
 
 using ssc::SscTensorRef;
 
-HPMOE_DEVICE bool FullCols(const KernelContext& ctx, const SscTensorRef& r) {
+HPMOE_DEVICE bool FullCols(const KernelContext& ctx, const __gm__ SscTensorRef& r) {
   return r.slot < ssc::kSlotCount && r.col_offset == 0 && r.cols == ctx.Cols(r.slot);
 }
-HPMOE_DEVICE bool SameRows(const SscTensorRef& a, const SscTensorRef& b) {
+HPMOE_DEVICE bool SameRows(const __gm__ SscTensorRef& a, const __gm__ SscTensorRef& b) {
   return a.row_offset == b.row_offset && a.rows == b.rows;
 }
 
@@ -31,9 +31,9 @@ HPMOE_DEVICE void Sigmoid(const AscendC::LocalTensor<float>& s, const AscendC::L
   AscendC::Reciprocal(s, s, n);
 }
 
-HPMOE_DEVICE int32_t VecSwiglu(const KernelContext& ctx, const VectorBuffers& b, const ssc::SscTask& t) {
-  const SscTensorRef& h = t.inputs[0];
-  const SscTensorRef& out = t.outputs[0];
+HPMOE_DEVICE int32_t VecSwiglu(const KernelContext& ctx, const VectorBuffers& b, const __gm__ ssc::SscTask& t) {
+  const __gm__ SscTensorRef& h = t.inputs[0];
+  const __gm__ SscTensorRef& out = t.outputs[0];
   const uint32_t inter = ctx.cfg().inter;
   if (h.slot != ssc::kSlotH || !FullCols(ctx, h) || h.cols != 2 * inter || !FullCols(ctx, out) ||
       out.cols != inter || !SameRows(h, out))
@@ -50,16 +50,17 @@ HPMOE_DEVICE int32_t VecSwiglu(const KernelContext& ctx, const VectorBuffers& b,
         AscendC::Mul(s, g, s, n);  // g * sigmoid(g)
         AscendC::Mul(s, s, u, n);  // * up
         StoreF32(b, ctx.Row(out.slot, r) + uint64_t(c0) * ctx.ElemBytes(out.slot), s, od, n);
+        Barrier();  // the next chunk's loads overwrite raw / s while MTE3 may still be reading them
       }
     }
     return 0;
   });
 }
 
-HPMOE_DEVICE int32_t VecSwigluGrad(const KernelContext& ctx, const VectorBuffers& b, const ssc::SscTask& t) {
-  const SscTensorRef& da = t.inputs[0];
-  const SscTensorRef& h = t.inputs[1];
-  const SscTensorRef& out = t.outputs[0];
+HPMOE_DEVICE int32_t VecSwigluGrad(const KernelContext& ctx, const VectorBuffers& b, const __gm__ ssc::SscTask& t) {
+  const __gm__ SscTensorRef& da = t.inputs[0];
+  const __gm__ SscTensorRef& h = t.inputs[1];
+  const __gm__ SscTensorRef& out = t.outputs[0];
   const uint32_t inter = ctx.cfg().inter;
   if (da.slot == ssc::kNoSlot || h.slot != ssc::kSlotH || !FullCols(ctx, da) || da.cols != inter ||
       !FullCols(ctx, h) || !FullCols(ctx, out) || out.cols != 2 * inter || !SameRows(da, out) || !SameRows(h, out))
@@ -103,8 +104,8 @@ HPMOE_DEVICE bool TokenRow(const KernelContext& ctx, uint64_t t, uint32_t j, uin
 }
 
 // out[t] = sum_j w(t, j) * ret[token_rows[t][j]], j ascending, fp32 (Axpy per j).
-HPMOE_DEVICE int32_t VecReduceTokens(const KernelContext& ctx, const VectorBuffers& b, const SscTensorRef& ret,
-                                     const SscTensorRef& rows_ref, const SscTensorRef& out, bool weighted) {
+HPMOE_DEVICE int32_t VecReduceTokens(const KernelContext& ctx, const VectorBuffers& b, const __gm__ SscTensorRef& ret,
+                                     const __gm__ SscTensorRef& rows_ref, const __gm__ SscTensorRef& out, bool weighted) {
   const uint32_t h = ctx.cfg().hidden, k = ctx.cfg().topk;
   if (ret.slot == ssc::kNoSlot || !FullCols(ctx, ret) || ret.cols != h || rows_ref.slot != ssc::kSlotTokenRows ||
       !FullCols(ctx, rows_ref) || !FullCols(ctx, out) || out.cols != h || !SameRows(rows_ref, out))
@@ -131,21 +132,21 @@ HPMOE_DEVICE int32_t VecReduceTokens(const KernelContext& ctx, const VectorBuffe
   return 0;
 }
 
-HPMOE_DEVICE int32_t VecCombineReduce(const KernelContext& ctx, const VectorBuffers& b, const ssc::SscTask& t) {
+HPMOE_DEVICE int32_t VecCombineReduce(const KernelContext& ctx, const VectorBuffers& b, const __gm__ ssc::SscTask& t) {
   if (t.inputs[1].slot != ssc::kSlotTopkWeights || !SameRows(t.inputs[1], t.outputs[0])) return rt::kErrRegion;
   return VecReduceTokens(ctx, b, t.inputs[0], t.inputs[2], t.outputs[0], true);
 }
 
-HPMOE_DEVICE int32_t VecBwdCombineReduce(const KernelContext& ctx, const VectorBuffers& b, const ssc::SscTask& t) {
+HPMOE_DEVICE int32_t VecBwdCombineReduce(const KernelContext& ctx, const VectorBuffers& b, const __gm__ ssc::SscTask& t) {
   return VecReduceTokens(ctx, b, t.inputs[0], t.inputs[1], t.outputs[0], false);
 }
 
 // d topk_weights[t, j] = <ret_y[token_rows[t, j]], dy[t]> in fp32.
-HPMOE_DEVICE int32_t VecTopkWeightGrad(const KernelContext& ctx, const VectorBuffers& b, const ssc::SscTask& t) {
-  const SscTensorRef& dy = t.inputs[0];
-  const SscTensorRef& ret = t.inputs[1];
-  const SscTensorRef& rows_ref = t.inputs[2];
-  const SscTensorRef& out = t.outputs[0];
+HPMOE_DEVICE int32_t VecTopkWeightGrad(const KernelContext& ctx, const VectorBuffers& b, const __gm__ ssc::SscTask& t) {
+  const __gm__ SscTensorRef& dy = t.inputs[0];
+  const __gm__ SscTensorRef& ret = t.inputs[1];
+  const __gm__ SscTensorRef& rows_ref = t.inputs[2];
+  const __gm__ SscTensorRef& out = t.outputs[0];
   const uint32_t h = ctx.cfg().hidden, k = ctx.cfg().topk;
   if (dy.slot != ssc::kSlotDy || !SameRows(dy, out) || ret.slot != ssc::kSlotRetY || !FullCols(ctx, ret) ||
       rows_ref.slot != ssc::kSlotTokenRows || !SameRows(rows_ref, out) || out.slot != ssc::kSlotDTopkWeights ||
@@ -179,9 +180,9 @@ HPMOE_DEVICE int32_t VecTopkWeightGrad(const KernelContext& ctx, const VectorBuf
 }
 
 // out = in0 + in1 over three equal-shaped local regions (fp32 math, one rounding).
-HPMOE_DEVICE int32_t VecAdd(const KernelContext& ctx, const VectorBuffers& b, const ssc::SscTask& t) {
-  const SscTensorRef* r[3] = {&t.inputs[0], &t.inputs[1], &t.outputs[0]};
-  for (const SscTensorRef* x : r) {
+HPMOE_DEVICE int32_t VecAdd(const KernelContext& ctx, const VectorBuffers& b, const __gm__ ssc::SscTask& t) {
+  const __gm__ SscTensorRef* r[3] = {&t.inputs[0], &t.inputs[1], &t.outputs[0]};
+  for (const __gm__ SscTensorRef* x : r) {
     if (x->slot >= ssc::kSlotCount || (x->flags & (ssc::kRefRemote | ssc::kRefRowsDynamic | ssc::kRefGather)) != 0 ||
         x->rank != ctx.tiling->rank || x->rows != r[2]->rows || x->cols != r[2]->cols ||
         uint64_t(x->col_offset) + x->cols > ctx.Cols(x->slot) || ctx.DType(x->slot) == ssc::kINT32)
@@ -191,7 +192,7 @@ HPMOE_DEVICE int32_t VecAdd(const KernelContext& ctx, const VectorBuffers& b, co
     for (uint32_t c0 = 0; c0 < r[2]->cols; c0 += kVecChunk) {
       const uint32_t n = r[2]->cols - c0 < kVecChunk ? r[2]->cols - c0 : kVecChunk;
       auto x = b.F(0), y = b.F(1);
-      auto at = [&](const SscTensorRef& q) {
+      auto at = [&](const __gm__ SscTensorRef& q) {
         return ctx.Row(q.slot, uint64_t(q.row_offset) + i) + uint64_t(q.col_offset + c0) * ctx.ElemBytes(q.slot);
       };
       LoadF32(b, x, at(*r[0]), ctx.DType(r[0]->slot), n);

@@ -2,7 +2,7 @@
 //   Sync     - counters and one-sided communication (memory ordering is its job):
 //                int32_t Wait(uint32_t event, uint32_t target, WaitResult*)   acquire; bounded
 //                void    Signal(uint32_t rank, uint32_t event)                release add 1
-//                void    PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes,
+//                void    PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes,  (HPMOE_GM)
 //                                     uint32_t event, uint32_t value)         copy, release, add
 //                uint32_t Claim()                                     fetch-add 1 on the rank's claim counter
 //                                                                     (counter num_events), the old value
@@ -42,8 +42,9 @@ struct WaitResult {
 HPMOE_DETECT(HasWait, Declval<B&>().Wait(0u, 0u, static_cast<WaitResult*>(nullptr)))
 HPMOE_DETECT_VOID(HasSignal, Declval<B&>().Signal(0u, 0u))
 HPMOE_DETECT_U32(HasClaim, Declval<B&>().Claim())
-HPMOE_DETECT_VOID(HasPutMemSignal, Declval<B&>().PutMemSignal(static_cast<const void*>(nullptr), 0u,
-                                                             static_cast<void*>(nullptr), uint64_t(0), 0u, 0u))
+HPMOE_DETECT_VOID(HasPutMemSignal, Declval<B&>().PutMemSignal(static_cast<const HPMOE_GM void*>(nullptr), 0u,
+                                                             static_cast<HPMOE_GM void*>(nullptr), uint64_t(0), 0u,
+                                                             0u))
 
 #define HPMOE_HANDLER_LIST(X)                                                                     \
   X(EntrySignal, kTaskEntrySignal) X(CountPut, kTaskCountPut) X(DispatchPut, kTaskDispatchPut)    \

@@ -7,10 +7,14 @@
 
 #if defined(__CCE_KT_TEST__) || defined(__CCE_AICORE__)
 #define HPMOE_DEVICE __aicore__ inline  // AscendC
+#define HPMOE_GM __gm__  // what the runtime reads from the SSC image lives in GM (an unqualified pointer is private)
 #elif defined(__CUDACC__)
 #define HPMOE_DEVICE __device__ __forceinline__
 #else
 #define HPMOE_DEVICE inline  // CPU twin and the freestanding check
+#endif
+#ifndef HPMOE_GM
+#define HPMOE_GM  // CPU twin and CUDA: one address space
 #endif
 
 namespace hpmoe {

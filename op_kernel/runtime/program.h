@@ -8,10 +8,10 @@ namespace hpmoe {
 namespace rt {
 
 struct SscProgram {
-  const ssc::SscTask* tasks;
-  const ssc::SscEvent* events;
-  const ssc::SscQueue* queues;  // AIC workers first, then AIV
-  const uint32_t* entries;
+  const HPMOE_GM ssc::SscTask* tasks;
+  const HPMOE_GM ssc::SscEvent* events;
+  const HPMOE_GM ssc::SscQueue* queues;  // AIC workers first, then AIV
+  const HPMOE_GM uint32_t* entries;
   uint32_t num_tasks;
   uint32_t num_events;
   uint32_t num_queues;
@@ -20,14 +20,14 @@ struct SscProgram {
   // kConfigClaimPool: the pool queues (units, claimed in index order, each run whole by its claimer) and how
   // many workers (queues 0..claimers-1) claim after their own queue; nullptr / 0 / 0 without a pool. The claim
   // counter is counter num_events of this rank.
-  const ssc::SscQueue* pool;
+  const HPMOE_GM ssc::SscQueue* pool;
   uint32_t num_pool;
   uint32_t claimers;
 };
 
 // What a handler gets: the TD, where it came from, and, for puts, the trigger to fuse with the payload.
 struct TaskCall {
-  const ssc::SscTask* task;
+  const HPMOE_GM ssc::SscTask* task;
   uint32_t task_id;      // index into the SSC task section
   uint32_t queue;        // executing worker
   uint32_t signal_rank;  // put tasks: trigger 0, signalled by put_mem_signal together with the payload

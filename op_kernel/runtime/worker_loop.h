@@ -28,7 +28,7 @@ HPMOE_DEVICE int32_t DispatchTask(Handlers& h, const TaskCall& call) {
 HPMOE_DEVICE void FillReport(WorkerReport* r, int32_t status, const SscProgram& p, uint32_t queue, uint32_t position,
                              uint32_t task_id, uint32_t event, uint32_t counter, int32_t detail) {
   if (r == nullptr) return;
-  const ssc::SscTask& t = p.tasks[task_id];
+  const HPMOE_GM ssc::SscTask& t = p.tasks[task_id];
   r->status = status;
   r->rank = p.rank;
   r->queue = queue;
@@ -48,7 +48,7 @@ HPMOE_DEVICE void FillReport(WorkerReport* r, int32_t status, const SscProgram& 
 template <class Sync, class Handlers>
 HPMOE_DEVICE int32_t RunTask(const SscProgram& p, uint32_t queue, uint32_t pos, uint32_t id, Sync& sync,
                              Handlers& handlers, WorkerReport* report) {
-  const ssc::SscTask& task = p.tasks[id];
+  const HPMOE_GM ssc::SscTask& task = p.tasks[id];
   for (uint32_t w = 0; w < ssc::kMaxWaits; ++w) {
     const uint32_t event = task.dependent_event[w];
     if (event == ssc::kNoEvent) continue;
@@ -79,8 +79,8 @@ template <class Sync, class Handlers>
 HPMOE_DEVICE int32_t RunWorkerQueue(const SscProgram& p, uint32_t queue, Sync& sync, Handlers& handlers,
                                     WorkerReport* report) {
   static_assert(CheckBackend<Sync, Handlers>(), "backend check");
-  const ssc::SscQueue& q = p.queues[queue];
-  const uint32_t* entries = p.entries + q.first_entry;
+  const HPMOE_GM ssc::SscQueue& q = p.queues[queue];
+  const HPMOE_GM uint32_t* entries = p.entries + q.first_entry;
   for (uint32_t pos = 0; pos < q.count; ++pos) {
     const int32_t st = RunTask(p, queue, pos, entries[pos], sync, handlers, report);
     if (st != kOk) return st;
@@ -94,7 +94,7 @@ HPMOE_DEVICE int32_t RunWorkerQueue(const SscProgram& p, uint32_t queue, Sync& s
   for (;;) {
     const uint32_t k = sync.Claim() - base;
     if (k >= p.num_pool) return kOk;
-    const uint32_t* unit = p.entries + p.pool[k].first_entry;
+    const HPMOE_GM uint32_t* unit = p.entries + p.pool[k].first_entry;
     for (uint32_t i = 0; i < p.pool[k].count; ++i, ++pos) {
       const int32_t st = RunTask(p, queue, pos, unit[i], sync, handlers, report);
       if (st != kOk) return st;

@@ -37,6 +37,8 @@ struct Launch {
     tiling.invocation = 1;
     hccl.rank_dim = 1;
     hccl.windows_in[0] = reinterpret_cast<uint64_t>(window.data());
+    std::memcpy(tiling.mc2_init.reserved, &AscendC::stub::kMc2TilingMark, 4);  // Mc2CcTilingConfig::GetTiling
+    std::memcpy(tiling.mc2_cc.reserved, &AscendC::stub::kMc2TilingMark, 4);
   }
   // Runs `blocks` AI cores; returns the status of each report (AIC workers first, then AIV).
   std::vector<int32_t> Run(uint32_t blocks);
@@ -44,15 +46,18 @@ struct Launch {
 
 std::vector<int32_t> Launch::Run(uint32_t blocks) {
   const uint32_t workers = tiling.config.num_aic + tiling.config.num_aiv;
-  workspace.assign(workers * hpmoe::ascend::kReportBytes, 0xEE);
+  const uint64_t system = AscendC::stub::kSystemWorkspaceBytes;
+  workspace.assign(system + workers * hpmoe::ascend::kReportBytes, 0xEE);
   AscendC::stub::LaunchEnv env;
   env.hccl_context = &hccl;
+  env.workspace_bytes = workspace.size();
   GM_ADDR none = nullptr;
   AscendC::stub::LaunchMix(blocks, &hyper_parallel_moe, env, none, none, none, none, none, none, none, none, none,
                            none, none, none, none, none, none, none, workspace.data(),
                            reinterpret_cast<GM_ADDR>(&tiling));
   std::vector<int32_t> status(workers);
-  for (uint32_t q = 0; q < workers; ++q) std::memcpy(&status[q], &workspace[q * hpmoe::ascend::kReportBytes], 4);
+  for (uint32_t q = 0; q < workers; ++q)
+    std::memcpy(&status[q], &workspace[system + q * hpmoe::ascend::kReportBytes], 4);
   return status;
 }
 

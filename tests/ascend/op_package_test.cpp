@@ -3,7 +3,10 @@
 // relies on, InferShape / InferDataType, and the tiling function on a real compiled SSC (golden file).
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <fstream>
 #include <iterator>
 #include <vector>
@@ -89,7 +92,9 @@ struct TilingCase {
     ctx.values.resize(11);
     ctx.values[9] = {ssc.data(), int64_t(ssc.size())};
     ctx.values[10] = {&epoch, 1};
+    ctx.inputs[5].present = false;  // dy: absent in forward, so instance indices after it shift
     ctx.attrs.ints = {0, 0, 0, events, events, 5000};  // group (string), rank, direction, counters, timeout
+    ctx.attrs.strs = {"ep_group"};
   }
   ge::graphStatus Run() { return ops::Registry().at("HyperParallelMoe")->aicore.tiling(&ctx); }
 };
@@ -102,7 +107,8 @@ TEST(OpPackage, TilingValidatesTheSscAndSizesTheLaunch) {
   EXPECT_EQ(c.ctx.block_dim, c.cfg.num_aic);
   EXPECT_EQ(c.ctx.schedule_mode, 1u);
   ASSERT_EQ(c.ctx.workspace.size(), 1u);
-  EXPECT_EQ(c.ctx.workspace[0], (c.cfg.num_aic + c.cfg.num_aiv) * hpmoe::ascend::kReportBytes);
+  // GetLibApiWorkSpaceSize() (the system part, 16 MiB) + one report line per worker.
+  EXPECT_EQ(c.ctx.workspace[0], (16u << 20) + (c.cfg.num_aic + c.cfg.num_aiv) * hpmoe::ascend::kReportBytes);
   ASSERT_EQ(c.ctx.tiling.size, sizeof(hpmoe::ascend::KernelTiling));
   hpmoe::ascend::KernelTiling t;
   std::memcpy(&t, c.ctx.tiling.bytes.data(), sizeof(t));
@@ -112,6 +118,42 @@ TEST(OpPackage, TilingValidatesTheSscAndSizesTheLaunch) {
   EXPECT_EQ(t.timeout_cycles, 5000u * 50000u);
   EXPECT_EQ(t.signal_one[0], 1);
   EXPECT_EQ(t.counter_offset % 64, 0u);
+  uint32_t mark;
+  std::memcpy(&mark, t.mc2_init.reserved, 4);
+  EXPECT_EQ(mark, 0x3243434Du);  // Mc2CcTilingConfig::GetTiling filled the MC2 blocks
+  EXPECT_EQ(offsetof(hpmoe::ascend::KernelTiling, mc2_init), 0u);
+  // Every GEMM kind has a tiling the Matmul stub accepts (baseM/baseN/baseK within L0A/L0B/L0C).
+  for (const hpmoe::ascend::GemmTiling& g : t.gemm) {
+    EXPECT_GT(g.baseM, 0);
+    EXPECT_EQ(g.baseM % 16, 0);
+    EXPECT_EQ(g.baseN % 16, 0);
+    EXPECT_LE(int64_t(g.baseM) * g.baseN * 4, 128 * 1024);
+  }
+}
+
+// CANN numbers present inputs by instance: with dy absent, instance 6 is send_counts. A tiling function that
+// read send_rows by GetInputShape(6) (the pre-issue-18 code) would check the wrong tensor; the stub shows it.
+TEST(OpPackage, OptionalInputsShiftInstanceIndices) {
+  TilingCase c(kGolden);
+  const gert::StorageShape* by_instance = c.ctx.GetInputShape(6);
+  const gert::StorageShape* by_ir = c.ctx.GetRequiredInputShape(6);
+  ASSERT_NE(by_instance, nullptr);
+  EXPECT_EQ(by_instance, &c.ctx.inputs[7]);  // send_counts
+  EXPECT_EQ(by_ir, &c.ctx.inputs[6]);        // send_rows
+  EXPECT_EQ(c.ctx.GetInputTensor(9), &c.ctx.values[10]);  // instance 9 is epoch, not ssc
+  EXPECT_EQ(c.ctx.GetOptionalInputShape(5), nullptr);
+  ASSERT_EQ(c.Run(), ge::GRAPH_SUCCESS);  // the op's tiling reads by IR index
+}
+
+TEST(OpPackage, TilingNamesHcclBuffsizeWhenTheWindowIsTooSmall) {
+  TilingCase c(kGolden);
+  ::setenv("HCCL_BUFFSIZE", "0", 1);
+  testing::internal::CaptureStderr();
+  const ge::graphStatus st = c.Run();
+  const std::string err = testing::internal::GetCapturedStderr();
+  ::unsetenv("HCCL_BUFFSIZE");
+  EXPECT_EQ(st, ge::GRAPH_FAILED);
+  EXPECT_NE(err.find("HCCL_BUFFSIZE"), std::string::npos) << err;
 }
 
 TEST(OpPackage, TilingRefusesBadInputsInOneLine) {
@@ -138,6 +180,11 @@ TEST(OpPackage, TilingRefusesBadInputsInOneLine) {
   {
     TilingCase c(kGolden);
     c.ctx.attrs.ints[1] = 1;  // rank 1 given rank 0's file
+    EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
+  }
+  {
+    TilingCase c(kGolden);
+    c.ctx.inputs[5].present = true;  // dy given to a forward call
     EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
   }
 }

@@ -11,6 +11,7 @@
 
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
+#include "lib/hccl/hccl.h"
 #include "stub/stub_launch.h"
 
 using namespace AscendC;
@@ -51,18 +52,33 @@ TEST(AscendStub, MixedLaunchHasOneAicAndTwoAivsPerCore) {
 }
 
 int32_t g_counter[16];
+int32_t g_one_line[16] = {1};
 void AtomicKernel(GM_ADDR gm) {
   TPipe pipe;
-  TBuf<TPosition::VECOUT> buf;
-  pipe.InitBuffer(buf, 64);
-  LocalTensor<int32_t> line = buf.Get<int32_t>();
-  for (int i = 0; i < 16; ++i) line.SetValue(i, i == 0 ? 1 : 0);
-  GlobalTensor<int32_t> g;
+  GlobalTensor<int32_t> g, one;
   g.SetGlobalBuffer(reinterpret_cast<int32_t*>(gm));
-  for (int rep = 0; rep < 1000; ++rep) {
-    SetAtomicAdd<int32_t>();
-    DataCopy(g, line, 16);
-    SetAtomicNone();
+  one.SetGlobalBuffer(g_one_line);
+  auto add = [&](const LocalTensor<int32_t>& line) {
+    for (int rep = 0; rep < 1000; ++rep) {
+      SetAtomicAdd<int32_t>();
+      DataCopy(g, line, 16);
+      SetAtomicNone();
+    }
+  };
+  if (g_coreType == AIV) {  // the line from scalar writes into UB
+    TBuf<TPosition::VECOUT> buf;
+    pipe.InitBuffer(buf, 64);
+    LocalTensor<int32_t> line = buf.Get<int32_t>();
+    for (int i = 0; i < 16; ++i) line.SetValue(i, i == 0 ? 1 : 0);
+    PipeBarrier<PIPE_ALL>();
+    add(line);
+  } else {  // the AIC has no UB: its line comes from GM into L1 (as the kernel's AIC signals)
+    TBuf<TPosition::A1> buf;
+    pipe.InitBuffer(buf, 64);
+    LocalTensor<int32_t> line = buf.Get<int32_t>();
+    DataCopy(line, one, 16);
+    PipeBarrier<PIPE_ALL>();
+    add(line);
   }
 }
 
@@ -76,12 +92,14 @@ TEST(AscendStub, AtomicDataCopyAddsFromEveryCore) {
 
 int32_t g_max_word[16];
 void MaxKernel(GM_ADDR gm) {
+  if (g_coreType != AIV) return;
   TPipe pipe;
   TBuf<TPosition::VECOUT> buf;
   pipe.InitBuffer(buf, 64);
   LocalTensor<int32_t> line = buf.Get<int32_t>();
   for (int i = 0; i < 16; ++i) line.SetValue(i, 0);
-  line.SetValue(0, int32_t(g_coreType == AIV ? 100 + GetBlockIdx() : GetBlockIdx()));
+  line.SetValue(0, int32_t(100 + GetBlockIdx()));
+  PipeBarrier<PIPE_ALL>();
   GlobalTensor<int32_t> g;
   g.SetGlobalBuffer(reinterpret_cast<int32_t*>(gm));
   SetAtomicMax<int32_t>();
@@ -162,17 +180,22 @@ TEST(AscendStub, VectorOpsCastAndReduce) {
     pipe.InitBuffer(w, 4096);
     LocalTensor<float> x = a.Get<float>(), y = b.Get<float>(), work = w.Get<float>();
     for (int i = 0; i < 5; ++i) x.SetValue(i, float(i + 1));  // 1 2 3 4 5
+    PipeBarrier<PIPE_ALL>();  // scalar writes before the vector reads (the pipe model checks it)
     Duplicate(y, 2.0f, 5);
     Axpy(y, x, 3.0f, 5);  // 2 + 3x: 5 8 11 14 17
+    PipeBarrier<PIPE_ALL>();
     out[0] = y.GetValue(4);
     ReduceSum(y, y, work, 5);  // 55
+    PipeBarrier<PIPE_ALL>();
     out[1] = y.GetValue(0);
     // bf16 of 1 + 2^-8 is a tie between 1 and 1 + 2^-7: round to even gives 1.
     x.SetValue(0, 1.0f + std::ldexp(1.0f, -8));
     x.SetValue(1, 1.0f + 3 * std::ldexp(1.0f, -8));  // tie between 1+2^-7 and 1+2^-6: even is 1+2^-6
+    PipeBarrier<PIPE_ALL>();
     LocalTensor<bfloat16_t> h = w.Get<bfloat16_t>();
     Cast(h, x, RoundMode::CAST_RINT, 2);
     Cast(y, h, RoundMode::CAST_NONE, 2);
+    PipeBarrier<PIPE_ALL>();
     out[2] = y.GetValue(0);
     out[3] = y.GetValue(1);
   });
@@ -180,6 +203,14 @@ TEST(AscendStub, VectorOpsCastAndReduce) {
   EXPECT_EQ(out[1], 55.0f);
   EXPECT_EQ(out[2], 1.0f);
   EXPECT_EQ(out[3], 1.0f + std::ldexp(1.0f, -6));
+}
+
+TCubeTiling Tiling(int32_t m, int32_t n, int32_t k) {
+  TCubeTiling t;
+  t.usedCoreNum = 1, t.M = t.singleCoreM = m, t.N = t.singleCoreN = n, t.Ka = t.Kb = t.singleCoreK = k;
+  t.baseM = 16, t.baseN = 16, t.baseK = 16, t.depthA1 = t.depthB1 = 2;
+  t.stepM = t.stepN = t.stepKa = t.stepKb = 1, t.dbL0A = t.dbL0B = 2, t.dbL0C = 1;
+  return t;
 }
 
 TEST(AscendStub, MatmulMatchesFloat64WithTransposesAndAtomicAccumulation) {
@@ -198,6 +229,9 @@ TEST(AscendStub, MatmulMatchesFloat64WithTransposesAndAtomicAccumulation) {
     if (g_coreType != AIC) return;
     using T = MatmulType<TPosition::GM, CubeFormat::ND, float>;
     Matmul<T, T, T> mm;
+    TPipe pipe;
+    TCubeTiling tiling = Tiling(16, 16, 16);
+    mm.Init(&tiling, &pipe);
     GlobalTensor<float> ga, gb, gbt, gat, gc, gacc;
     ga.SetGlobalBuffer(pa), gb.SetGlobalBuffer(pb), gbt.SetGlobalBuffer(pbt), gat.SetGlobalBuffer(pat);
     gc.SetGlobalBuffer(pc), gacc.SetGlobalBuffer(pacc);
@@ -231,6 +265,106 @@ TEST(AscendStubDeathTest, CubeAndVectorWorkStayOnTheirCores) {
                  Duplicate(buf.Get<float>(), 0.0f, 16);
                }, stub::LaunchEnv{}, nullptr),
                "vector instruction issued on an AIC");
+}
+
+// Runs `f` on AIC 0 of a one-core launch with a workspace of `workspace_bytes`.
+template <class F>
+void OnAic(F f, uint64_t workspace_bytes = 0) {
+  static F* fn;
+  fn = &f;
+  stub::LaunchEnv env;
+  env.workspace_bytes = workspace_bytes;
+  stub::LaunchMix<GM_ADDR>(1, +[](GM_ADDR) { if (g_coreType == AIC) (*fn)(); }, env, nullptr);
+}
+
+// Issue 18 rules: each is broken here on purpose and must stop the process with its message.
+TEST(AscendStubDeathTest, PipeModelCatchesBufferReuseWithoutAFlag) {
+  std::vector<uint8_t> a(64, 1), b(64, 0);
+  auto copy_twice = [&](bool with_flag) {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 64);
+    GlobalTensor<uint8_t> ga, gb;
+    ga.SetGlobalBuffer(a.data());
+    gb.SetGlobalBuffer(b.data());
+    LocalTensor<uint8_t> ub = buf.Get<uint8_t>();
+    for (int chunk = 0; chunk < 2; ++chunk) {  // the pre-issue-18 CopyChunk loop
+      DataCopyPad(ub, ga, DataCopyExtParams{1, 64, 0, 0, 0}, DataCopyPadExtParams<uint8_t>{});
+      PipeBarrier<PIPE_ALL>();
+      DataCopyPad(gb, ub, DataCopyExtParams{1, 64, 0, 0, 0});
+      if (with_flag) {
+        SetFlag<HardEvent::MTE3_MTE2>(0);
+        WaitFlag<HardEvent::MTE3_MTE2>(0);
+      }
+    }
+  };
+  OnAiv([&] { copy_twice(true); });
+  EXPECT_EQ(a, b);
+  EXPECT_DEATH(OnAiv([&] { copy_twice(false); }), "pipe hazard: DataCopyPad GM->UB \\(MTE2 write\\).*MTE3 read");
+  // Reading a vector result with the scalar unit needs V -> S ordering.
+  EXPECT_DEATH(OnAiv([&] {
+                 TPipe pipe;
+                 TBuf<TPosition::VECCALC> buf;
+                 pipe.InitBuffer(buf, 256);
+                 LocalTensor<float> x = buf.Get<float>();
+                 Duplicate(x, 1.0f, 64);
+                 (void)x.GetValue(0);
+               }),
+               "pipe hazard: LocalTensor::GetValue");
+  EXPECT_DEATH(OnAiv([&] { WaitFlag<HardEvent::MTE2_V>(3); }), "WaitFlag on an event id no SetFlag set");
+}
+
+TEST(AscendStubDeathTest, CopiesAndBuffersKeepToTheirDocumentedPositions) {
+  std::vector<uint8_t> gm(4096);
+  EXPECT_DEATH(OnAic([&] {  // the pre-issue-18 zero block: DataCopyPad from A1 to GM
+                 TPipe pipe;
+                 TBuf<TPosition::A1> l1;
+                 pipe.InitBuffer(l1, 4096);
+                 GlobalTensor<uint8_t> g;
+                 g.SetGlobalBuffer(gm.data());
+                 DataCopyPad(g, l1.Get<uint8_t>(), DataCopyExtParams{1, 4096, 0, 0, 0});
+               }),
+               "DataCopyPad to GM from a non-UB position");
+  EXPECT_DEATH(OnAic([&] {
+                 TPipe pipe;
+                 TBuf<TPosition::VECCALC> ub;
+                 pipe.InitBuffer(ub, 64);
+               }),
+               "a UB buffer \\(VECIN/VECOUT/VECCALC\\) on an AIC");
+}
+
+TEST(AscendStubDeathTest, MatmulNeedsAConsistentHostTiling) {
+  using T = MatmulType<TPosition::GM, CubeFormat::ND, AscendC::half>;
+  EXPECT_DEATH(OnAic([] {  // the pre-issue-18 kernel: mm.Init(nullptr)
+                 TPipe pipe;
+                 Matmul<T, T, T> mm;
+                 mm.Init(nullptr, &pipe);
+               }),
+               "Matmul::Init: the tiling is nullptr");
+  EXPECT_DEATH(OnAic([] {
+                 TPipe pipe;
+                 Matmul<T, T, T> mm;
+                 TCubeTiling t = Tiling(256, 512, 64);
+                 t.baseM = 256, t.baseN = 512;  // 512 KiB of fp32 in L0C
+                 mm.Init(&t, &pipe);
+               }),
+               "exceeds L0C");
+  EXPECT_DEATH(OnAic([] {  // every live Matmul object holds its L1 queues
+                 TPipe pipe;
+                 TCubeTiling t = Tiling(128, 256, 64);
+                 t.baseM = 128, t.baseN = 256, t.baseK = 64, t.depthA1 = t.depthB1 = 8;
+                 Matmul<T, T, T> mm[3];
+                 for (auto& m : mm) m.Init(&t, &pipe);
+               }),
+               "L1 exhausted");
+}
+
+TEST(AscendStubDeathTest, UserWorkspaceLiesPastTheSystemWorkspace) {
+  EXPECT_DEATH(OnAic([] { (void)GetUserWorkspace(nullptr); }, 4096), "GetUserWorkspace: the workspace is not larger");
+  static uint8_t ws[64];
+  GM_ADDR user = nullptr;
+  OnAic([&] { user = GetUserWorkspace(ws); }, stub::kSystemWorkspaceBytes + 64);
+  EXPECT_EQ(user, ws + stub::kSystemWorkspaceBytes);
 }
 
 }  // namespace

@@ -36,6 +36,12 @@ std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
 
 }  // namespace
 
+void FillMc2Tiling(KernelTiling* tiling) {
+  // On CANN: Mc2CcTilingConfig(group, opType, algConfig).GetTiling(mc2_init / mc2_cc). The stub marks both.
+  std::memcpy(tiling->mc2_init.reserved, &AscendC::stub::kMc2TilingMark, 4);
+  std::memcpy(tiling->mc2_cc.reserved, &AscendC::stub::kMc2TilingMark, 4);
+}
+
 std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_t invocation, KernelTiling* tiling) {
   const cpu::RankContext& ctx = rank.context();
   const cpu::HeapLayout& layout = *ctx.layout;
@@ -52,11 +58,14 @@ std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_
   req.core_num_aic = kStubPhysicalCores;
   req.core_num_aiv = 2 * kStubPhysicalCores;
   req.timeout_ms = rank.options().timeout_ms;
+  req.lib_workspace_bytes = AscendC::stub::kSystemWorkspaceBytes;
+  req.window_bytes = layout.segment_bytes;  // the stub's HCCL window of a rank is its heap segment
   TilingResult result;
   const std::string err = BuildTiling(req, &result);
   if (!err.empty()) return err;
   if (result.region_bytes != layout.segment_bytes) return "the op's region layout differs from the CPU heap's";
   *tiling = result.tiling;
+  FillMc2Tiling(tiling);
   return "";
 }
 
@@ -89,7 +98,9 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
   }
   if (logs != nullptr) logs->assign(num_ranks, LaunchLogs{});
   const uint32_t workers = ranks[0]->context().cfg.num_aic + ranks[0]->context().cfg.num_aiv;
-  std::vector<std::vector<uint8_t>> workspaces(num_ranks, std::vector<uint8_t>(workers * kReportBytes, 0xFF));
+  // System workspace (GetLibApiWorkSpaceSize) + the reports, as the tiling function sizes it.
+  const uint64_t ws_bytes = AscendC::stub::kSystemWorkspaceBytes + uint64_t(workers) * kReportBytes;
+  std::vector<std::vector<uint8_t>> workspaces(num_ranks, std::vector<uint8_t>(ws_bytes, 0xFF));
   std::vector<int64_t> epochs(num_ranks);
   // The HCCL context of each rank: its windows are the twin's heap segments (same layout on every rank).
   std::vector<AscendC::stub::HcclContext> groups(num_ranks);
@@ -116,6 +127,7 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
     AscendC::stub::LaunchEnv env;
     env.logs = logs != nullptr ? &(*logs)[i].cores : nullptr;
     env.hccl_context = &groups[i];
+    env.workspace_bytes = ws_bytes;
     launches.emplace_back([=] {
       AscendC::stub::LaunchMix(blocks, &hyper_parallel_moe, env, t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
                                t[8], ssc, epoch, t[9], t[10], t[11], t[12], t[13], ws, tiling);
@@ -127,7 +139,8 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
   int failures = 0;
   for (uint32_t i = 0; i < num_ranks; ++i) {
     for (uint32_t q = 0; q < workers; ++q) {
-      const rt::WorkerReport* r = reinterpret_cast<const rt::WorkerReport*>(workspaces[i].data() + q * kReportBytes);
+      const rt::WorkerReport* r = reinterpret_cast<const rt::WorkerReport*>(
+          workspaces[i].data() + AscendC::stub::kSystemWorkspaceBytes + q * kReportBytes);
       if (r->status == rt::kOk) continue;
       if (r->status == -1 && r->rank == 0xFFFFFFFFu)  // the 0xFF fill: the core never wrote its report
         return Format("rank %u worker %u left no report", ranks[i]->rank(), q);

@@ -23,6 +23,9 @@ constexpr uint32_t kStubPhysicalCores = 25;
 // (op_host/ascend/tiling_builder.h). Returns "" or one line.
 std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_t invocation, KernelTiling* tiling);
 
+// Marks the tiling's MC2 blocks as filled (what Mc2CcTilingConfig::GetTiling does on CANN).
+void FillMc2Tiling(KernelTiling* tiling);
+
 struct LaunchLogs {
   std::vector<AscendC::stub::CoreLog> cores;  // AIC blocks, then AIV blocks
 };

@@ -111,36 +111,64 @@ inline void CheckBlocks(uint64_t bytes) {
   if (bytes % 32 != 0) Fail("DataCopy length is not a multiple of 32 bytes (use DataCopyPad)");
 }
 
+// DataCopy.md (Atlas A2/A3): GM -> VECIN (UB), GM -> A1/B1/C1 (L1); UB -> GM; L1 -> GM is the 910B path of
+// asc-devkit's data_copy_l1togm sample. DataCopyPad.md: GM <-> VECIN/VECOUT only.
+inline void CheckCopyIn(TPosition dst, bool pad) {
+  if (pad ? !IsUb(dst) : !(IsUb(dst) || IsL1(dst)))
+    Fail(pad ? "DataCopyPad into a non-UB position (documented: GM -> VECIN/VECOUT)"
+             : "DataCopy from GM into a position it cannot reach (documented: VECIN, A1/B1/C1)");
+}
+inline void CheckCopyOut(TPosition src, bool pad) {
+  if (pad ? !IsUb(src) : !(IsUb(src) || IsL1(src)))
+    Fail(pad ? "DataCopyPad to GM from a non-UB position (documented: VECIN/VECOUT -> GM)"
+             : "DataCopy to GM from a position it cannot leave from (documented: VECOUT, A1 on A2/A3)");
+}
+
 }  // namespace stub
 
 // Count form: `count` elements, a whole number of 32-byte blocks.
 template <class T>
 inline void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, uint32_t count) {
+  stub::CheckCopyIn(dst.GetPosition(), false);
   stub::CheckBlocks(uint64_t(count) * sizeof(T));
-  stub::FromGm(dst.GetPhyAddr(), src.GetPhyAddr(), count);
+  stub::PipeAccess(stub::kPipeMte2, true, dst.GetPhyAddr(), uint64_t(count) * sizeof(T), "DataCopy GM->local");
+  stub::FromGm(dst.GetPhyAddr(), stub::Host(src.GetPhyAddr()), count);
 }
 template <class T>
 inline void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, uint32_t count) {
+  stub::CheckCopyOut(src.GetPosition(), false);
   stub::CheckBlocks(uint64_t(count) * sizeof(T));
-  stub::ToGm(dst.GetPhyAddr(), src.GetPhyAddr(), count);
+  stub::PipeAccess(stub::kPipeMte3, false, src.GetPhyAddr(), uint64_t(count) * sizeof(T), "DataCopy local->GM");
+  stub::ToGm(stub::Host(dst.GetPhyAddr()), src.GetPhyAddr(), count);
 }
 
 // Byte-granular forms (one block of blockLen bytes; the kernel uses blockCount = 1).
 template <class T>
 inline void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyExtParams& p,
                         const DataCopyPadExtParams<T>&) {
+  stub::CheckCopyIn(dst.GetPosition(), true);
   if (p.blockCount != 1 || p.blockLen % sizeof(T) != 0) stub::Fail("DataCopyPad: stub supports one whole-element block");
-  stub::FromGm(dst.GetPhyAddr(), src.GetPhyAddr(), p.blockLen / sizeof(T));
+  stub::PipeAccess(stub::kPipeMte2, true, dst.GetPhyAddr(), p.blockLen, "DataCopyPad GM->UB");
+  stub::FromGm(dst.GetPhyAddr(), stub::Host(src.GetPhyAddr()), p.blockLen / sizeof(T));
 }
 template <class T>
 inline void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& p) {
+  stub::CheckCopyOut(src.GetPosition(), true);
   if (p.blockCount != 1 || p.blockLen % sizeof(T) != 0) stub::Fail("DataCopyPad: stub supports one whole-element block");
-  stub::ToGm(dst.GetPhyAddr(), src.GetPhyAddr(), p.blockLen / sizeof(T));
+  stub::PipeAccess(stub::kPipeMte3, false, src.GetPhyAddr(), p.blockLen, "DataCopyPad UB->GM");
+  stub::ToGm(stub::Host(dst.GetPhyAddr()), src.GetPhyAddr(), p.blockLen / sizeof(T));
 }
 
+// InitConstValue.md: fills L1 (A1/B1) or L0A/L0B (A2/B2) with one value, 16- or 32-bit types only.
 template <class T>
 inline void InitConstValue(const LocalTensor<T>& dst, const InitConstValueParams<T>& p) {
+  static_assert(sizeof(T) == 2 || sizeof(T) == 4,
+                "InitConstValue: documented for half/bfloat16_t/int16_t/uint16_t/float/int32_t/uint32_t only");
+  const TPosition pos = dst.GetPosition();
+  if (!(stub::IsL1(pos) || pos == TPosition::A2 || pos == TPosition::B2))
+    stub::Fail("InitConstValue outside L1/L0A/L0B (documented: A1/B1/A2/B2)");
   const uint64_t n = uint64_t(p.repeatTimes) * p.blockNum * 32 / sizeof(T);
+  stub::PipeAccess(stub::kPipeMte2, true, dst.GetPhyAddr(), n * sizeof(T), "InitConstValue");
   for (uint64_t i = 0; i < n; ++i) dst.GetPhyAddr()[i] = p.initValue;
 }
 
@@ -167,13 +195,14 @@ inline void DataCacheCleanAndInvalid(const GlobalTensor<T>& gm) {
   std::atomic_thread_fence(std::memory_order_acquire);
   // Host-scheduling concession: spinning cores outnumber host CPUs, so a re-read lets the producer run.
   if (L == CacheLine::SINGLE_CACHE_LINE) std::this_thread::yield();
-  stub::Log(stub::Op::kDcci, uint32_t(L), L == CacheLine::ENTIRE_DATA_CACHE ? nullptr : gm.GetPhyAddr(),
+  stub::Log(stub::Op::kDcci, uint32_t(L), L == CacheLine::ENTIRE_DATA_CACHE ? nullptr : stub::Host(gm.GetPhyAddr()),
             L == CacheLine::ENTIRE_DATA_CACHE ? 0 : 64);
 }
 
 template <pipe_t P>
 inline void PipeBarrier() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (P == PIPE_ALL) stub::PipeDrainAll();  // another pipe's barrier orders only that pipe's own queue
   stub::Log(stub::Op::kPipeBarrier, uint32_t(P), nullptr, 0);
 }
 

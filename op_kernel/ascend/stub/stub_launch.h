@@ -20,6 +20,7 @@ constexpr uint64_t kUbBytes = 192 * 1024;
 struct LaunchEnv {
   std::vector<CoreLog>* logs = nullptr;  // resized to 3 * num_blocks: AIC blocks (0..n-1), then AIV (0..2n-1)
   void* hccl_context = nullptr;          // what GetHcclContext<0>() returns on every core of the launch
+  uint64_t workspace_bytes = 0;          // the workspace argument's size (system + user part)
 };
 
 template <class... Args>
@@ -42,6 +43,7 @@ void LaunchMix(uint32_t num_blocks, void (*kernel)(Args...), LaunchEnv env, Args
       std::unique_ptr<uint8_t[]> local(new uint8_t[c.local_bytes]);
       c.local_arena = local.get();
       c.hccl_context = env.hccl_context;
+      c.workspace_bytes = env.workspace_bytes;
       if (logs != nullptr) {
         c.log = &(*logs)[i];
         c.log->core_type = c.core_type;

@@ -4,16 +4,20 @@
 // output. Built by build_package.sh against CANN; in CI it compiles against the project's host-API stubs
 // (op_host/ascend/stub_host) and tests/ascend/op_package_test.cpp calls it.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
+#include "tiling/hccl/mc2_tiling.h"
 
 #include "../../tiling_builder.h"  // op_host/ascend/tiling_builder.h
 
 namespace hpmoe_op {
 
-// Input and output indices (the kernel's arguments follow the same order).
+// Input and output indices in the OpDef's (IR) order; the kernel's arguments follow the same order. Inputs
+// are read by IR index (GetRequiredInput* / GetOptionalInput*): an absent optional input (dy in forward)
+// has no instance, so instance indices of the inputs after it would shift.
 enum Input : size_t { kX, kW1, kW2, kTopkIds, kTopkWeights, kDy, kSendRows, kSendCounts, kTokenRows, kSsc, kEpoch };
 enum Output : size_t { kY, kDx, kDW1, kDW2, kDTopkWeights };
 enum Attr : size_t { kAttrGroup, kAttrRank, kAttrDirection, kAttrCountersFwd, kAttrCountersBwd, kAttrTimeoutMs };
@@ -31,7 +35,7 @@ int64_t IntAttr(const gert::RuntimeAttrs* attrs, size_t i) {
 // Checks that a tensor has exactly `dims`; names it on failure.
 std::string CheckShape(const gert::TilingContext* ctx, size_t input, const char* name,
                        std::initializer_list<int64_t> dims) {
-  const gert::StorageShape* s = ctx->GetInputShape(input);
+  const gert::StorageShape* s = ctx->GetRequiredInputShape(input);
   if (s == nullptr) return std::string(name) + " is missing";
   const gert::Shape& shape = s->GetStorageShape();
   bool same = shape.GetDimNum() == dims.size();
@@ -40,11 +44,24 @@ std::string CheckShape(const gert::TilingContext* ctx, size_t input, const char*
   return same ? "" : std::string(name) + " does not have the shape the SSC was compiled for";
 }
 
+std::string GroupName(const gert::RuntimeAttrs* attrs) {
+  const char* g = attrs == nullptr ? nullptr : attrs->GetAttrPointer<char>(kAttrGroup);
+  return g == nullptr ? std::string() : std::string(g);
+}
+constexpr uint32_t kMc2OpType = HCCL_CMD_BATCH_WRITE;
+
+// The HCCL window of each rank: HCCL_BUFFSIZE MiB (HCCL's documented default 200).
+uint64_t HcclWindowBytes() {
+  const char* env = std::getenv("HCCL_BUFFSIZE");
+  const long long mib = env != nullptr && *env != '\0' ? std::atoll(env) : 200;
+  return mib > 0 ? uint64_t(mib) << 20 : 0;
+}
+
 ge::graphStatus TilingFunc(gert::TilingContext* ctx) {
   const char* node = ctx->GetNodeName();
   const platform_ascendc::PlatformAscendC platform(ctx->GetPlatformInfo());
-  const gert::Tensor* ssc = ctx->GetInputTensor(kSsc);
-  const gert::Tensor* epoch = ctx->GetInputTensor(kEpoch);
+  const gert::Tensor* ssc = ctx->GetRequiredInputTensor(kSsc);
+  const gert::Tensor* epoch = ctx->GetRequiredInputTensor(kEpoch);
   if (ssc == nullptr || epoch == nullptr || epoch->GetShapeSize() != 1)
     return Fail(node, "the ssc and epoch inputs must be value-depend tensors (epoch: one int64)");
   const gert::RuntimeAttrs* attrs = ctx->GetAttrs();
@@ -59,10 +76,18 @@ ge::graphStatus TilingFunc(gert::TilingContext* ctx) {
   req.timeout_ms = uint64_t(IntAttr(attrs, kAttrTimeoutMs));
   req.core_num_aic = platform.GetCoreNumAic();
   req.core_num_aiv = platform.GetCoreNumAiv();
+  req.lib_workspace_bytes = platform.GetLibApiWorkSpaceSize();
+  req.window_bytes = HcclWindowBytes();
   if (req.direction > 1) return Fail(node, "direction must be 0 (forward) or 1 (backward)");
+  if ((ctx->GetOptionalInputShape(kDy) != nullptr) != (req.direction == 1))
+    return Fail(node, "dy must be given in backward (direction 1) and only there");
   hpmoe::ascend::TilingResult result;
   std::string err = hpmoe::ascend::BuildTiling(req, &result);
   if (!err.empty()) return Fail(node, err);
+  // The MC2 blocks the kernel's Hccl::Init / SetCcTiling read (first in the tiling data).
+  Mc2CcTilingConfig mc2(GroupName(attrs), kMc2OpType, "");
+  if (mc2.GetTiling(result.tiling.mc2_init) != 0 || mc2.GetTiling(result.tiling.mc2_cc) != 0)
+    return Fail(node, "the MC2 tiling of communication group '" + GroupName(attrs) + "' could not be built");
   const hpmoe::ssc::SscConfig& c = result.tiling.config;
   const int64_t T = c.tokens, h = c.hidden, I = c.inter, E = c.experts_per_rank, k = c.topk;
   const int64_t C = c.recv_rows_per_src, ep = c.ep;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace ge {
@@ -45,6 +46,7 @@ class StorageShape {
   const Shape& GetStorageShape() const { return shape; }
   const Shape& GetOriginShape() const { return shape; }
   Shape shape;
+  bool present = true;  // false: an OPTIONAL input the caller left out (it has no instance)
 };
 
 class Tensor {
@@ -60,9 +62,14 @@ class RuntimeAttrs {
  public:
   template <class T>
   const T* GetAttrPointer(size_t i) const {
-    return i < ints.size() ? reinterpret_cast<const T*>(&ints[i]) : nullptr;
+    if constexpr (std::is_same<T, char>::value) {
+      return i < strs.size() ? strs[i].c_str() : nullptr;
+    } else {
+      return i < ints.size() ? reinterpret_cast<const T*>(&ints[i]) : nullptr;
+    }
   }
-  std::vector<int64_t> ints;  // the op's attributes in declaration order (strings are not read by tiling)
+  std::vector<int64_t> ints;  // the op's attributes in declaration order
+  std::vector<std::string> strs;  // string attributes by the same index (GetAttrPointer<char>)
 };
 
 class TilingData {
@@ -74,17 +81,40 @@ class TilingData {
   size_t size = 0;
 };
 
+// Inputs have two numberings (TilingContext.md): GetInputShape / GetInputTensor take the INSTANCE index, which
+// skips optional inputs the caller left out; GetRequired* / GetOptional* take the IR index (the order of the
+// OpDef). `inputs` and `values` here are IR-indexed; `present` marks which inputs have instances.
 class TilingContext {
  public:
   fe::PlatFormInfos* GetPlatformInfo() { return &platform; }
-  const StorageShape* GetInputShape(size_t i) const { return i < inputs.size() ? &inputs[i] : nullptr; }
-  const Tensor* GetInputTensor(size_t i) const { return i < values.size() && values[i].data ? &values[i] : nullptr; }
+  const StorageShape* GetInputShape(size_t instance) const {
+    const size_t ir = IrIndex(instance);
+    return ir < inputs.size() ? &inputs[ir] : nullptr;
+  }
+  const Tensor* GetInputTensor(size_t instance) const { return Value(IrIndex(instance)); }
+  const StorageShape* GetRequiredInputShape(size_t ir) const { return ir < inputs.size() ? &inputs[ir] : nullptr; }
+  const StorageShape* GetOptionalInputShape(size_t ir) const {
+    return ir < inputs.size() && inputs[ir].present ? &inputs[ir] : nullptr;
+  }
+  const Tensor* GetRequiredInputTensor(size_t ir) const { return Value(ir); }
+  const Tensor* GetOptionalInputTensor(size_t ir) const {
+    return ir < inputs.size() && inputs[ir].present ? Value(ir) : nullptr;
+  }
   const RuntimeAttrs* GetAttrs() const { return &attrs; }
   void SetBlockDim(uint32_t n) { block_dim = n; }
   ge::graphStatus SetScheduleMode(uint32_t m) { schedule_mode = m; return ge::GRAPH_SUCCESS; }
   size_t* GetWorkspaceSizes(size_t n) { workspace.resize(n, 0); return workspace.data(); }
   TilingData* GetRawTilingData() { return &tiling; }
   const char* GetNodeName() const { return "HyperParallelMoe"; }
+
+  size_t IrIndex(size_t instance) const {
+    for (size_t ir = 0; ir < inputs.size(); ++ir) {
+      if (!inputs[ir].present) continue;
+      if (instance-- == 0) return ir;
+    }
+    return inputs.size();
+  }
+  const Tensor* Value(size_t ir) const { return ir < values.size() && values[ir].data ? &values[ir] : nullptr; }
 
   fe::PlatFormInfos platform;
   std::vector<StorageShape> inputs;
