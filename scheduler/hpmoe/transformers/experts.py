@@ -32,7 +32,7 @@ def _ops():
     if _ops_override is not None:
         return _ops_override
     import hpmoe.torch as ops  # the CUDA kernels; imported at the first call, not at registration
-    if not hasattr(ops, "moe_ffn") or not hasattr(ops, "MoeFfnRuntime"):
+    if not callable(getattr(ops, "moe_ffn", None)) or not hasattr(ops, "MoeFfnRuntime"):  # a module is not callable
         raise RuntimeError("hpmoe.torch in this build has no moe_ffn/MoeFfnRuntime (needed by "
                            "experts_implementation=\"hpmoe\")")
     return ops

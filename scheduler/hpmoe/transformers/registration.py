@@ -12,7 +12,7 @@ import functools
 import torch
 
 from .experts import hpmoe_experts_forward
-from .variants import check_supported, is_experts_module
+from .variants import UnsupportedExpertsLayout, check_supported, is_experts_module
 
 NAME = "hpmoe"
 
@@ -26,11 +26,18 @@ def check_model(model: torch.nn.Module) -> None:
             module.__dict__["_hpmoe_checked"] = True
 
 
-def _checked_after(method):
+def _checked_after(method, restore: bool):
+    """`method`, then check_model; with `restore`, a refused switch puts the previous implementation back."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
+        before = self.get_experts_implementation() if restore else None
         result = method(self, *args, **kwargs)
-        check_model(self)
+        try:
+            check_model(self)
+        except UnsupportedExpertsLayout:
+            if restore:
+                method(self, before)
+            raise
         return result
     wrapper._hpmoe_checks = True
     return wrapper
@@ -41,7 +48,7 @@ def register() -> None:
     from transformers import PreTrainedModel
     from transformers.integrations.moe import ExpertsInterface
     ExpertsInterface.register(NAME, hpmoe_experts_forward)
-    for name in ("post_init", "set_experts_implementation"):
+    for name, restore in (("post_init", False), ("set_experts_implementation", True)):
         method = getattr(PreTrainedModel, name)
         if not getattr(method, "_hpmoe_checks", False):
-            setattr(PreTrainedModel, name, _checked_after(method))
+            setattr(PreTrainedModel, name, _checked_after(method, restore))

@@ -34,10 +34,11 @@ def unsupported_variants(module: torch.nn.Module) -> list[str]:
         found.append("expert biases (has_bias=True)")
     if not module.is_concatenated:
         found.append("interleaved gate/up columns (is_concatenated=False)")
-    if getattr(type(module), "_apply_gate", _default_apply_gate) is not _default_apply_gate:
+    custom_gate = getattr(type(module), "_apply_gate", _default_apply_gate) is not _default_apply_gate
+    if custom_gate:
         found.append(f"its own gate function ({type(module).__name__}._apply_gate, e.g. a clamped SwiGLU)")
     act = getattr(module, "act_fn", None)
-    if module.has_gate and not _is_silu(act):
+    if module.has_gate and not custom_gate and not _is_silu(act):
         found.append(f"activation {type(act).__name__} (the kernels' SwiGLU uses SiLU)")
     return found
 
