@@ -1,0 +1,32 @@
+"""examples/train_transformers.py runs end to end on a CPU with the stand-in op (--cpu-reference): both runs
+train, their curves agree, summary.json holds what the README reads. Skipped without torch or transformers."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="PyTorch is not installed (optional dependency)")
+pytest.importorskip("transformers", reason="transformers is not installed (optional dependency)")
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_transformers.py"
+
+
+def test_example_cpu_reference_run(tmp_path):
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "--cpu-reference", "--steps", "4", "--warmup", "1",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    runs = {r["impl"]: r for r in summary["runs"]}
+    assert set(runs) == {"grouped_mm", "hpmoe"} and all(len(r["losses"]) == 4 for r in runs.values())
+    # fp32 both sides, 4 steps: the project's fp32 tolerance (observed ~1e-7).
+    assert summary["max_rel_loss_diff"] <= 1e-4, summary["max_rel_loss_diff"]
+    assert runs["hpmoe"]["tokens_per_s"] > 0 and "[hpmoe] step 4/4 loss" in proc.stdout
+
+
+def test_example_rejects_bad_steps():
+    proc = subprocess.run([sys.executable, str(EXAMPLE), "--steps", "0"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--steps must be at least 1" in proc.stderr.strip().splitlines()[-1]
