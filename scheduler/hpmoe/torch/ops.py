@@ -25,6 +25,18 @@ def _stream(rt: MoeFfnRuntime) -> int:
 _just_kept: list = []  # the lease the real forward kept, until its autograd context takes it (eager only)
 
 
+def _stored_weights(w1: torch.Tensor, w2: torch.Tensor) -> tuple[bool, torch.Tensor, torch.Tensor]:
+    """(transposed, w1 as stored, w2 as stored). Weights given as transpose views of [E, 2I, h] / [E, h, I]
+    tensors (nn.Linear's and transformers' layout) are read in place with a transposed-layout schedule;
+    contiguous [E, h, 2I] / [E, I, h] in place with the standard one; anything else through a copy."""
+    if w1.is_contiguous() and w2.is_contiguous():
+        return False, w1, w2
+    s1, s2 = w1.transpose(1, 2), w2.transpose(1, 2)
+    if s1.is_contiguous() and s2.is_contiguous():
+        return True, s1, s2
+    return False, w1.contiguous(), w2.contiguous()
+
+
 def _runtime(runtime: int) -> MoeFfnRuntime:
     rt = _RUNTIMES.get(runtime)
     if rt is None:
@@ -43,8 +55,8 @@ def moe_ffn_fwd(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Ten
     x = x.contiguous()
     ids = topk_ids.to(torch.int32).contiguous()
     weights = topk_weights.to(torch.float32).contiguous()
-    w1c, w2c = w1.contiguous(), w2.contiguous()  # transposed views (transformers' layout): a copy, for now
-    lease = rt.lease(T, ids)
+    transposed, w1c, w2c = _stored_weights(w1, w2)
+    lease = rt.lease(T, ids, transposed)
     y = torch.empty_like(x)
     lease.group.launch(rt.rank, "fwd", _stream(rt),
                        {Slot.X: x.data_ptr(), Slot.TOPK_IDS: ids.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(),
@@ -77,10 +89,10 @@ def moe_ffn_bwd(dy: torch.Tensor, token: torch.Tensor, topk_weights: torch.Tenso
                            "(retain_graph) is not supported, and a forward run without gradients saves nothing")
     dy = dy.to(rt.dtype).contiguous()
     weights = topk_weights.to(torch.float32).contiguous()
-    w1c, w2c = w1.contiguous(), w2.contiguous()
+    transposed, w1c, w2c = _stored_weights(w1, w2)
     dx = torch.empty_like(dy)
-    dw1 = torch.empty(w1.shape, dtype=rt.dtype, device=dy.device)
-    dw2 = torch.empty(w2.shape, dtype=rt.dtype, device=dy.device)
+    dw1 = torch.empty(w1c.shape, dtype=rt.dtype, device=dy.device)  # in the weights' stored layout
+    dw2 = torch.empty(w2c.shape, dtype=rt.dtype, device=dy.device)
     dtw = torch.empty((T, rt.topk), dtype=torch.float32, device=dy.device)
     lease.group.launch(rt.rank, "bwd", _stream(rt),
                        {Slot.DY: dy.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(),
@@ -88,13 +100,19 @@ def moe_ffn_bwd(dy: torch.Tensor, token: torch.Tensor, topk_weights: torch.Tenso
                         Slot.DW2: dw2.data_ptr(), Slot.DTOPK_WEIGHTS: dtw.data_ptr()},
                        dw_half=True, timeout_s=rt.timeout_s)
     lease.release()  # the next forward may reuse this heap: it runs after this backward on the stream
+    if transposed:  # gradients of the [E, h, 2I] / [E, I, h] views, stored as their parameters are
+        dw1, dw2 = dw1.transpose(1, 2), dw2.transpose(1, 2)
     return dx, dtw.to(topk_weights.dtype), dw1, dw2
 
 
 @moe_ffn_bwd.register_fake
 def _(dy, token, topk_weights, w1, w2, runtime):
-    return (torch.empty_like(dy), torch.empty_like(topk_weights), torch.empty(w1.shape, dtype=w1.dtype, device=w1.device),
-            torch.empty(w2.shape, dtype=w2.dtype, device=w2.device))
+    transposed, w1c, w2c = _stored_weights(w1, w2)
+    dw1, dw2 = torch.empty_like(w1c, memory_format=torch.contiguous_format), torch.empty_like(
+        w2c, memory_format=torch.contiguous_format)
+    if transposed:
+        dw1, dw2 = dw1.transpose(1, 2), dw2.transpose(1, 2)
+    return torch.empty_like(dy), torch.empty_like(topk_weights), dw1, dw2
 
 
 def _setup_context(ctx, inputs, output):

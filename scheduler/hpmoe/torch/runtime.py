@@ -10,6 +10,7 @@ import torch.distributed as dist
 
 from ..config import make_config
 from ..cuda.group import CudaGroup
+from ..errors import HpmoeError
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _RUNTIMES: "weakref.WeakValueDictionary[int, MoeFfnRuntime]" = weakref.WeakValueDictionary()
@@ -84,25 +85,40 @@ class MoeFfnRuntime:
         self._all: dict[tuple[int, int], list[CudaGroup]] = {}
 
     # ---- shape buckets and heap generations --------------------------------------------------------
-    def config(self, tokens: int, rows_per_src: int | None = None):
-        key = (tokens, rows_per_src)
+    def config(self, tokens: int, rows_per_src: int | None = None, transposed: bool = False):
+        """The schedule of one shape bucket: `transposed` weights are read in nn.Linear's layout ([E, 2I, h]
+        and [E, h, I], kConfigWeightsTransposed). A schedule `hpmoe tune --backend cuda` measured for this
+        shape on this GPU is used when the cache has one."""
+        key = (tokens, rows_per_src, transposed)
         if key not in self._configs:  # make_config validates every field: once per shape, not per call
-            self._configs[key] = self._make_config(tokens, rows_per_src)
+            self._configs[key] = self._make_config(tokens, rows_per_src, transposed)
         return self._configs[key]
 
-    def _make_config(self, tokens: int, rows_per_src: int | None):
+    def _make_config(self, tokens: int, rows_per_src: int | None, transposed: bool):
         cfg = make_config(None, {"ep": self.ep, "tokens": tokens, "hidden": self.hidden, "inter": self.inter,
                                  "experts_per_rank": self.experts, "topk": self.topk, "dtype": DTYPES[self.dtype],
                                  "tile_m": self.tile_m, "num_aic": self.num_aic, "num_aiv": self.num_aiv,
                                  "wgrad_tile": self.wgrad_tile or self._default_wgrad_tile(),
-                                 "token_tile": self.token_tile,
+                                 "token_tile": self.token_tile, "weights_transposed": transposed,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
+        cfg = self._tuned(cfg)
         if self.ep == 1 or self.sync_free:  # the bucket that holds any routing: nothing to agree on per call
             rows_per_src = -(-tokens * min(self.topk, self.experts) // cfg.tile_m) * cfg.tile_m
         if rows_per_src is not None:
             cfg = cfg.replace(recv_rows_per_src=max(rows_per_src, cfg.tile_m if self.ep > 1 else 0))
         return cfg
+
+    def _tuned(self, cfg):
+        """The cached measured schedule for this shape and GPU (tuning_cache), if any and if it fits."""
+        from ..tuning_cache import lookup, shape_key
+        fields = lookup(shape_key(cfg), torch.cuda.get_device_name(self.device))
+        if not fields:
+            return cfg
+        try:
+            return cfg.replace(**fields)
+        except HpmoeError:  # a stale entry (another version's fields): the compiler's choice stands
+            return cfg
 
     def _default_wgrad_tile(self) -> int:
         """128 output rows per weight-gradient tile (one GMM block tall) where it divides h and I: the claim
@@ -110,10 +126,11 @@ class MoeFfnRuntime:
         35.96 ms at 128 vs 38.76 ms at the compiler's 256 and 46.0 ms at 64; benchmarks/RESULTS.md)."""
         return 128 if self.hidden % 128 == 0 and self.inter % 128 == 0 else 0
 
-    def _bucket(self, tokens: int, topk_ids: torch.Tensor) -> int:
-        """C for this call. EP 1: fixed. EP > 1: the largest rows any rank sends any rank, agreed by an
-        all_reduce of device-computed counts (one host read per forward) and rounded up to tile_m."""
-        cfg = self.config(tokens)
+    def _bucket(self, tokens: int, topk_ids: torch.Tensor, transposed: bool) -> int:
+        """C for this call. EP 1 (or sync_free): fixed. EP > 1: the largest rows any rank sends any rank,
+        agreed by an all_reduce of device-computed counts (one host read per forward), rounded up to tile_m;
+        a bucket once made is kept until the routing outgrows it, then the next is at least 1.25x larger."""
+        cfg = self.config(tokens, None, transposed)
         if self.ep == 1 or self.sync_free:
             return cfg.recv_rows_per_src
         sent = torch.bincount((topk_ids.reshape(-1).long() // self.experts).clamp_(0, self.ep - 1),
@@ -125,19 +142,17 @@ class MoeFfnRuntime:
         if t_max != -t_min:
             raise ValueError("every rank of the EP group must pass the same number of tokens")
         rows = -(-rows // cfg.tile_m) * cfg.tile_m
-        # Keep a bucket once made unless the routing outgrows it (then grow by 1.25x at least).
-        known = [c for (t, c) in self._all if t == tokens and c >= rows]
-        if known:
-            return min(known)
-        grown = [c for (t, c) in self._all if t == tokens]
-        return max([cfg.recv_rows_per_src, rows] + [-(-int(c * 1.25) // cfg.tile_m) * cfg.tile_m for c in grown
-                                                    if int(c * 1.25) >= rows])
+        made = [c for (t, c, w) in self._all if t == tokens and w == transposed]
+        if any(c >= rows for c in made):
+            return min(c for c in made if c >= rows)
+        grown = -(-int(max(made) * 1.25) // cfg.tile_m) * cfg.tile_m if made else 0
+        return max(cfg.recv_rows_per_src, rows, grown)
 
-    def lease(self, tokens: int, topk_ids: torch.Tensor) -> _Lease:
-        key = (tokens, self._bucket(tokens, topk_ids))
+    def lease(self, tokens: int, topk_ids: torch.Tensor, transposed: bool = False) -> _Lease:
+        key = (tokens, self._bucket(tokens, topk_ids, transposed), transposed)
         free = self._free.setdefault(key, [])
         if not free:
-            free.append(self._new_group(self.config(tokens, key[1])))
+            free.append(self._new_group(self.config(*key)))
             self._all.setdefault(key, []).append(free[-1])
         return _Lease(free, free.pop())
 
