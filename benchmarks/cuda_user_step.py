@@ -3,9 +3,13 @@
 for hpmoe.torch.MoEFFN and the plain PyTorch path (gather, torch._grouped_mm, SwiGLU, torch._grouped_mm,
 scatter, autograd) holding the same parameters, side by side in one run. Beside them: hpmoe's kernels alone
 (the persistent kernels of the same shape through CudaGroup.run, CUDA events around each kernel), so the
-user-facing overhead is the difference. DeepSeek-V3 expert shapes (h 7168, I 2048, 8 experts, top-8, bf16).
+user-facing overhead is the difference; and the GMM tiles' throughput inside the loop (forward GEMM FLOPs
+over the span of the traced forward's GMM tasks) against torch._grouped_mm alone at the same shape.
+Default: DeepSeek-V3 expert shapes (h 7168, I 2048, 8 experts, top-8, bf16); --shapes sweeps other models'.
 
     python3 benchmarks/cuda_user_step.py [--tokens 4096 8192] [--routing balanced skewed] [--json-out F]
+    python3 benchmarks/cuda_user_step.py --shapes deepseek-v3:8192 qwen3-30b-a3b:8192 mixtral-8x7b:4096 \
+        deepseek-v3:1024 deepseek-v3:4096 --routing random        # the shapes sweep (issue 16)
 
 Ratio = PyTorch time / hpmoe time (above 1: hpmoe faster). Medians of --repeat timed calls after warm-up.
 """
@@ -24,10 +28,16 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_torch_path import moe_ffn_torch  # noqa: E402
 
+from cuda_torch_path import gemm_flops  # noqa: E402
+
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.cuda.group import CudaGroup  # noqa: E402
 from hpmoe.runtime.routing import make_routing  # noqa: E402
 from hpmoe.torch import MoEFFN  # noqa: E402
+
+
+# Expert shapes of public MoE models (h, I, local experts, top-k), as in issue 16's table.
+SHAPES = {"deepseek-v3": (7168, 2048, 8, 8), "qwen3-30b-a3b": (2048, 768, 16, 8), "mixtral-8x7b": (4096, 14336, 8, 2)}
 
 
 def timed(fn, repeat: int, warmup: int = 2) -> float:
@@ -64,13 +74,19 @@ def kernels_alone(m: MoEFFN, tokens: int, ids: np.ndarray, weights: np.ndarray, 
             if i:
                 fwd.append(f)
                 bwd.append(b)
-    return statistics.median(fwd), statistics.median(bwd)
+        g.run("fwd", timeout_s=60, trace=True)
+        stamps = g.trace(0, "fwd")
+        sched = next(s for s in g.schedules if s.direction_name == "fwd")
+    gmm = sched.tasks["task_type"] == 3
+    span_ms = float(stamps[gmm, 1].max() - stamps[gmm, 0].min()) / 1e6
+    return statistics.median(fwd), statistics.median(bwd), span_ms
 
 
-def bench(tokens: int, routing: str, args) -> dict:
-    cfg = make_config("deepseek-v3", {"ep": 1, "tokens": tokens})
+def bench(shape: str, tokens: int, routing: str, args) -> dict:
+    h, inter, E, k = SHAPES[shape]
+    cfg = make_config(None, {"ep": 1, "tokens": tokens, "hidden": h, "inter": inter, "experts_per_rank": E,
+                             "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, routing, 0)
-    h, inter, E, k = cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk
     m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
@@ -93,7 +109,10 @@ def bench(tokens: int, routing: str, args) -> dict:
     def pt_step():
         moe_ffn_torch(x, w1t, w2t, ids64, tw).backward(dy)
 
-    row = {"tokens": tokens, "routing": routing, "wgrad_tile": m.runtime.config(tokens).wgrad_tile}
+    mcfg = m.runtime.config(tokens)
+    row = {"shape": shape, "tokens": tokens, "routing": routing, "wgrad_tile": mcfg.wgrad_tile,
+           "schedule": ("pipelines" if mcfg.row_pipelines else "mixed") + ("+pool" if mcfg.claim_pool else "")
+           + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["torch_fwdbwd_ms"] = timed(pt_step, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
@@ -108,8 +127,19 @@ def bench(tokens: int, routing: str, args) -> dict:
     t2 = time.perf_counter()
     torch.cuda.synchronize()
     row["host_fwd_ms"], row["host_bwd_ms"] = (t1 - t0) * 1e3, (t2 - t1) * 1e3
-    kf, kb = kernels_alone(m, tokens, ids_np[0], w_np[0], args.repeat)
+    kf, kb, gmm_span = kernels_alone(m, tokens, ids_np[0], w_np[0], args.repeat)
     row["kernel_fwd_ms"], row["kernel_fwdbwd_ms"] = kf, kf + kb
+    # torch._grouped_mm alone: the forward's two GEMMs over this routing's groups.
+    rows = tokens * k
+    offs = torch.cumsum(torch.bincount(ids.reshape(-1).long(), minlength=E), 0).to(torch.int32)
+    xs = torch.randn(rows, h, device="cuda", generator=g).bfloat16()
+    a = torch.randn(rows, inter, device="cuda", generator=g).bfloat16()
+    gmm_ms = timed(lambda: (torch._grouped_mm(xs, m.w1.detach(), offs=offs), torch._grouped_mm(a, m.w2.detach(), offs=offs)),
+                   args.repeat)
+    flops = gemm_flops(rows, h, inter, False)
+    row["gmm_in_loop_tflops"], row["grouped_mm_tflops"] = flops / gmm_span / 1e9, flops / gmm_ms / 1e9
+    row["gmm_ratio"] = row["gmm_in_loop_tflops"] / row["grouped_mm_tflops"]
+    del xs, a
     m.runtime.check()
     with torch.no_grad():
         a, b = m(x, ids, tw).float(), moe_ffn_torch(x, w1t, w2t, ids64, tw).float()
@@ -125,7 +155,9 @@ def bench(tokens: int, routing: str, args) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tokens", type=int, nargs="+", default=[4096, 8192])
+    p.add_argument("--tokens", type=int, nargs="+", default=[4096, 8192], help="DeepSeek-V3 shapes at these tokens")
+    p.add_argument("--shapes", nargs="+", metavar="MODEL:TOKENS",
+                   help=f"instead of --tokens: expert shapes of {', '.join(SHAPES)} at a token count each")
     p.add_argument("--routing", nargs="+", default=["balanced", "skewed"], choices=["balanced", "random", "skewed"])
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--wgrad-tile", type=int, default=0, help="output rows per weight-gradient tile (0: default)")
@@ -133,24 +165,34 @@ def main() -> int:
     args = p.parse_args()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"# {torch.cuda.get_device_name()}  commit {commit or '?'}  torch {torch.__version__}", flush=True)
+    cases = [("deepseek-v3", t) for t in args.tokens]
+    if args.shapes:
+        try:
+            cases = [(sp.split(":")[0], int(sp.split(":")[1])) for sp in args.shapes]
+        except (IndexError, ValueError):
+            p.error(f"--shapes takes MODEL:TOKENS, got {args.shapes}")
+        bad = [m for m, _ in cases if m not in SHAPES]
+        if bad:
+            p.error(f"unknown model {bad[0]!r}; choose from {', '.join(SHAPES)}")
     rows = []
-    for tokens in args.tokens:
+    for shape, tokens in cases:
         for routing in args.routing:
-            r = bench(tokens, routing, args)
+            r = bench(shape, tokens, routing, args)
             rows.append(r)
-            print(f"T={tokens:5d} {routing:8s} wgrad {r['wgrad_tile']} fwd+bwd: torch {r['torch_fwdbwd_ms']:7.2f}  hpmoe {r['hpmoe_fwdbwd_ms']:7.2f}"
+            print(f"{shape} T={tokens:5d} {routing:8s} {r['schedule']} wgrad {r['wgrad_tile']} fwd+bwd: torch {r['torch_fwdbwd_ms']:7.2f}  hpmoe {r['hpmoe_fwdbwd_ms']:7.2f}"
                   f"  kernels {r['kernel_fwdbwd_ms']:7.2f} ms | ratio user {r['ratio_user_fwdbwd']:.3f}"
                   f" kernels {r['ratio_kernels_fwdbwd']:.3f} | user/kernels {r['user_over_kernels']:.3f} | fwd: torch"
                   f" {r['torch_fwd_ms']:.2f} hpmoe {r['hpmoe_fwd_ms']:.2f} ({r['ratio_user_fwd']:.3f}) | y diff"
-                  f" {r['y_rel_diff_vs_torch']:.1e} | host fwd {r['host_fwd_ms']:.2f} bwd {r['host_bwd_ms']:.2f} ms",
+                  f" {r['y_rel_diff_vs_torch']:.1e} | host fwd {r['host_fwd_ms']:.2f} bwd {r['host_bwd_ms']:.2f} ms | GMM in loop"
+                  f" {r['gmm_in_loop_tflops']:.0f} vs _grouped_mm {r['grouped_mm_tflops']:.0f} TFLOP/s ({r['gmm_ratio']:.2f})",
                   flush=True)
-    print("\n| tokens, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees it "
-          "| ratio of the kernels | MoEFFN / kernels | fwd ratio |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| experts of, tokens, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees "
+          "it | ratio of the kernels | MoEFFN / kernels | fwd ratio (user) | GMM in loop / _grouped_mm |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['tokens']} {r['routing']} | {r['torch_fwdbwd_ms']:.2f} ms | {r['hpmoe_fwdbwd_ms']:.2f} ms | "
-              f"{r['kernel_fwdbwd_ms']:.2f} ms | {r['ratio_user_fwdbwd']:.2f} | {r['ratio_kernels_fwdbwd']:.2f} | "
-              f"{r['user_over_kernels']:.3f} | {r['ratio_user_fwd']:.2f} |")
+        print(f"| {r['shape']} {r['tokens']} {r['routing']} | {r['torch_fwdbwd_ms']:.2f} ms | {r['hpmoe_fwdbwd_ms']:.2f} ms"
+              f" | {r['kernel_fwdbwd_ms']:.2f} ms | {r['ratio_user_fwdbwd']:.2f} | {r['ratio_kernels_fwdbwd']:.2f} | "
+              f"{r['user_over_kernels']:.3f} | {r['ratio_user_fwd']:.2f} | {r['gmm_ratio']:.2f} |")
     if args.json_out:
         args.json_out.write_text(json.dumps({"commit": commit, "device": torch.cuda.get_device_name(), "rows": rows},
                                             indent=1))

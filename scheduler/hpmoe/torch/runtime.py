@@ -11,6 +11,7 @@ import torch.distributed as dist
 from ..config import make_config
 from ..cuda.group import CudaGroup
 from ..errors import HpmoeError
+from ..gmm_split import busy_row_tiles
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _RUNTIMES: "weakref.WeakValueDictionary[int, MoeFfnRuntime]" = weakref.WeakValueDictionary()
@@ -102,6 +103,11 @@ class MoeFfnRuntime:
                                  "token_tile": self.token_tile, "weights_transposed": transposed,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
+        if busy_row_tiles(cfg) < cfg.num_aic:
+            # Fewer row chains than cube blocks (few tokens, top-1/2, wide experts): mixed queues with the
+            # claim pool, whose GMM ops the compiler splits into column blocks (gmm_split.py); one chain per
+            # block would leave the rest idle.
+            cfg = cfg.replace(row_pipelines=False)
         cfg = self._tuned(cfg)
         if self.ep == 1 or self.sync_free:  # the bucket that holds any routing: nothing to agree on per call
             rows_per_src = -(-tokens * min(self.topk, self.experts) // cfg.tile_m) * cfg.tile_m
