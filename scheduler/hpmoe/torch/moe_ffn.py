@@ -65,6 +65,8 @@ def moe_ffn(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
     if x.dtype != runtime.dtype and x.is_floating_point() and torch.is_autocast_enabled(x.device.type):
         x = x.to(runtime.dtype)
     _check_inputs(runtime, x, topk_ids, topk_weights, w1, w2)
+    if not torch.compiler.is_compiling():
+        return ops.EagerMoeFfn.apply(x, topk_weights, w1, w2, topk_ids, runtime)
     keep = torch.is_grad_enabled() and any(t.requires_grad for t in (x, topk_weights, w1, w2))
     return ops.moe_ffn_fwd(x, topk_ids, topk_weights, w1, w2, runtime.id, keep)[0]
 
