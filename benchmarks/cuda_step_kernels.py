@@ -1,0 +1,46 @@
+"""Every GPU kernel of one user step (`y = m(x, ids, w); y.backward(dy)`) with its time, from the PyTorch
+profiler's CUDA activity: what the step runs besides hpmoe's persistent kernels (plan, bind, autograd's
+gradient accumulation) and how long each takes. DeepSeek-V3 expert shapes, EP 1.
+
+    python3 benchmarks/cuda_step_kernels.py [--tokens 8192] [--steps 5]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from hpmoe.torch import MoEFFN
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tokens", type=int, default=8192)
+    p.add_argument("--steps", type=int, default=5)
+    args = p.parse_args()
+    h, inter, E, k, T = 7168, 2048, 8, 8, args.tokens
+    m = MoEFFN(h, inter, E, k)
+    x = torch.randn(T, h, device="cuda").bfloat16().requires_grad_()
+    ids = torch.argsort(torch.rand(T, E, device="cuda"), dim=1)[:, :k].int()
+    w = torch.softmax(torch.randn(T, k, device="cuda"), -1).requires_grad_()
+    dy = torch.randn(T, h, device="cuda").bfloat16()
+    for _ in range(3):
+        m(x, ids, w).backward(dy)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.steps):
+            m(x, ids, w).backward(dy)
+        torch.cuda.synchronize()
+    rows = sorted(((e.key, e.device_time_total / args.steps / 1e3, e.count // args.steps)
+                   for e in prof.key_averages() if e.device_time_total > 0), key=lambda r: -r[1])
+    print(f"per step, T={T}: kernel, ms, launches")
+    for name, ms, n in rows:
+        print(f"{ms:9.3f} ms  x{n:<3d} {name[:110]}")
+    print(f"{sum(r[1] for r in rows):9.3f} ms  total GPU time per step")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
