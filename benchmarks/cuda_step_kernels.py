@@ -39,7 +39,29 @@ def main() -> int:
     for name, ms, n in rows:
         print(f"{ms:9.3f} ms  x{n:<3d} {name[:110]}")
     print(f"{sum(r[1] for r in rows):9.3f} ms  total GPU time per step")
+    timeline(m, x, ids, w, dy)
     return 0
+
+
+def timeline(m, x, ids, w, dy) -> None:
+    """One step's kernels in order with start offsets and the idle gaps between them (CUDA events around
+    the step give its wall time on the GPU)."""
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        start.record()
+        m(x, ids, w).backward(dy)
+        end.record()
+        torch.cuda.synchronize()
+    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start),
+                     key=lambda e: e.time_range.start)
+    t0, prev = kernels[0].time_range.start, kernels[0].time_range.start
+    print(f"one step: events {start.elapsed_time(end):.3f} ms; kernels from first start to last end "
+          f"{(kernels[-1].time_range.end - t0) / 1e3:.3f} ms")
+    for e in kernels:
+        gap = (e.time_range.start - prev) / 1e3
+        print(f"  +{(e.time_range.start - t0) / 1e3:8.3f} ms  gap {gap:6.3f}  {e.time_range.elapsed_us() / 1e3:8.3f} ms  {e.name[:70]}")
+        prev = e.time_range.end
 
 
 if __name__ == "__main__":
