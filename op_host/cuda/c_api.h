@@ -42,6 +42,12 @@ int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* opti
 // device from TOPK_IDS first (forward). A failure is reported by hpmoe_cuda_poll.
 int hpmoe_cuda_launch(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
                       uint32_t dw_half, uint32_t plan, const HpmoeCudaOptions* options, char* err, int errlen);
+// options->trace is ignored by hpmoe_cuda_launch; a launch with timed = 1 records CUDA events around its
+// persistent kernel, read (after waiting for it) by hpmoe_cuda_kernel_ms.
+int hpmoe_cuda_launch_timed(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
+                            uint32_t dw_half, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
+                            int errlen);
+int hpmoe_cuda_kernel_ms(void* group, uint32_t rank, uint32_t direction, float* ms, char* err, int errlen);
 // 0 while no launch of the group has failed (reads mapped host memory: no sync); else 1 with the first
 // failure's report in `err` (after syncing the failed rank's stream).
 int hpmoe_cuda_poll(void* group, char* err, int errlen);

@@ -49,6 +49,8 @@ CudaGroup::~CudaGroup() {
       cudaFree(r.trace[d]);
       cudaFree(r.epoch[d]);
       if (r.events[d]) cudaEventDestroy(static_cast<cudaEvent_t>(r.events[d]));
+      for (void* e : r.kernel_events[d])
+        if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
     }
     if (r.stream) cudaStreamDestroy(static_cast<cudaStream_t>(r.stream));
   }
@@ -98,6 +100,10 @@ std::string CudaGroup::AllocateRank(uint32_t r, int device) {
     cudaEvent_t e;
     HPMOE_CUDA_TRY(cudaEventCreate(&e), "cudaEventCreate");
     s.events[d] = e;
+    for (void*& k : s.kernel_events[d]) {
+      HPMOE_CUDA_TRY(cudaEventCreate(&e), "cudaEventCreate");
+      k = e;
+    }
   }
   return "";
 }
@@ -341,7 +347,8 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
   }
   HPMOE_CUDA_TRY(cudaGetLastError(), "launching the bind / routing plan kernels");
   void* args[] = {&s.dev_rank[direction]};
-  if (timed) cudaEventRecord(static_cast<cudaEvent_t>(s.events[0]), stream);
+  void* const* marks = timed ? (stream == s.stream ? s.events : s.kernel_events[direction]) : nullptr;
+  if (timed) cudaEventRecord(static_cast<cudaEvent_t>(marks[0]), stream);
   // Cooperative: every block co-resident (blocks wait on each other). Through cudaLaunchKernelExC so that the
   // launch can also be captured into a CUDA graph.
   cudaLaunchAttribute coop{};
@@ -359,13 +366,24 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
     failed_ = true;
     return Format("rank %u: launching the persistent kernel: %s (%s)", rank, cudaGetErrorName(e), cudaGetErrorString(e));
   }
-  if (timed) cudaEventRecord(static_cast<cudaEvent_t>(s.events[1]), stream);
+  if (timed) cudaEventRecord(static_cast<cudaEvent_t>(marks[1]), stream);
   s.last_stream = stream;
   return "";
 }
 
+std::string CudaGroup::KernelMs(uint32_t rank, uint32_t direction, float* ms) {
+  if (rank >= ranks_.size() || !IsLocal(rank) || direction > 1) return "no such local rank / direction";
+  RankState& s = ranks_[rank];
+  cudaSetDevice(s.device);
+  cudaEvent_t end = static_cast<cudaEvent_t>(s.kernel_events[direction][1]);
+  HPMOE_CUDA_TRY(cudaEventSynchronize(end), "waiting for the timed launch");
+  HPMOE_CUDA_TRY(cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(s.kernel_events[direction][0]), end),
+                 "reading the timed launch (was the last launch of this direction timed?)");
+  return "";
+}
+
 std::string CudaGroup::Launch(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
-                              const LaunchOptions& options) {
+                              const LaunchOptions& options, bool timed) {
   if (direction > 1) return "direction must be 0 (fwd) or 1 (bwd)";
   if (rank >= ranks_.size() || !IsLocal(rank)) return Format("rank %u is not a rank of this process", rank);
   if (failed_) return "an earlier launch of this group failed; its counters are inconsistent: create a new group";
@@ -373,7 +391,7 @@ std::string CudaGroup::Launch(uint32_t rank, uint32_t direction, void* stream, c
   for (uint32_t r = 0; r < ranks_.size(); ++r) {
     if (ranks_[r].segment == nullptr) return Format("rank %u's heap is not mapped in this process (open its IPC handle)", r);
   }
-  return Enqueue(rank, direction, stream, spec, options, false);
+  return Enqueue(rank, direction, stream, spec, options, timed);
 }
 
 std::string CudaGroup::FailureReport(uint32_t rank) {

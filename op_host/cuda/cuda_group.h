@@ -56,7 +56,8 @@ struct RankState {
   uint8_t weight_maps[2][2][kBoxKinds][kTensorMapBytes] = {};
   void* last_stream = nullptr;               // of the last launch (a failure is read after syncing it)
   void* stream = nullptr;  // cudaStream_t
-  void* events[2] = {nullptr, nullptr};
+  void* events[2] = {nullptr, nullptr};       // Run: around the persistent kernel
+  void* kernel_events[2][2] = {};               // [direction][start/end]: timed launches (Launch)
   float last_ms = 0.0f;
 };
 
@@ -83,7 +84,9 @@ class CudaGroup {
   // stream) and returns without waiting: bind, [plan], persistent kernel. Capturable in a CUDA graph once a
   // launch with the same options ran eagerly. A failure is found by Poll.
   std::string Launch(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
-                     const LaunchOptions& options);
+                     const LaunchOptions& options, bool timed = false);
+  // The persistent kernel's milliseconds in the last timed Launch of `direction` (waits for it).
+  std::string KernelMs(uint32_t rank, uint32_t direction, float* ms);
   // "" while no launch has failed (reads mapped host memory, no sync); else syncs the failed rank's last
   // stream and returns the first report in one line. The group is unusable after a failure.
   std::string Poll();

@@ -154,17 +154,27 @@ class CudaGroup:
         return self.last_ms
 
     def launch(self, rank: int, direction: str, stream: int, bound: dict[Slot, int] | None = None, *,
-               dw_half: bool = False, plan: bool = False, timeout_s: float = 30.0) -> None:
+               dw_half: bool = False, plan: bool = False, timeout_s: float = 30.0, timed: bool = False) -> None:
         """Enqueues one launch on `stream` (a cudaStream_t as an int, e.g. torch's current stream) and returns
         without waiting. `bound`: slots used in place at these device addresses (inputs, outputs, weights and
-        their gradients; never what peers write). plan: build the routing plan from TOPK_IDS on the device."""
+        their gradients; never what peers write). plan: build the routing plan from TOPK_IDS on the device.
+        timed: CUDA events around the persistent kernel, read by kernel_ms."""
         table = (ctypes.c_uint64 * len(Slot))()
         for slot, address in (bound or {}).items():
             table[int(slot)] = address
         opts = CudaOptions(timeout_ms=int(timeout_s * 1000))
         err = ctypes.create_string_buffer(ERR_LEN)
-        self._check(lib().hpmoe_cuda_launch(self.handle, rank, DIRECTIONS[direction], stream, table, int(dw_half),
-                                            int(plan), ctypes.byref(opts), err, ERR_LEN), err)
+        self._check(lib().hpmoe_cuda_launch_timed(self.handle, rank, DIRECTIONS[direction], stream, table,
+                                                  int(dw_half), int(plan), int(timed), ctypes.byref(opts), err,
+                                                  ERR_LEN), err)
+
+    def kernel_ms(self, rank: int, direction: str) -> float:
+        """The persistent kernel's ms in this rank's last timed launch of `direction` (waits for it)."""
+        ms = ctypes.c_float()
+        err = ctypes.create_string_buffer(ERR_LEN)
+        self._check(lib().hpmoe_cuda_kernel_ms(self.handle, rank, DIRECTIONS[direction], ctypes.byref(ms), err,
+                                               ERR_LEN), err)
+        return ms.value
 
     def poll(self) -> None:
         """Raises CudaFailure with the first failure's one-line report if any launch of this group failed

@@ -56,6 +56,9 @@ def lib() -> ctypes.CDLL:
         L.hpmoe_cuda_run.argtypes = [vp, u32, ctypes.POINTER(CudaOptions), ctypes.POINTER(ctypes.c_float), cp, i32]
         L.hpmoe_cuda_launch.argtypes = [vp, u32, u32, vp, ctypes.POINTER(u64), u32, u32,
                                         ctypes.POINTER(CudaOptions), cp, i32]
+        L.hpmoe_cuda_launch_timed.argtypes = [vp, u32, u32, vp, ctypes.POINTER(u64), u32, u32, u32,
+                                              ctypes.POINTER(CudaOptions), cp, i32]
+        L.hpmoe_cuda_kernel_ms.argtypes = [vp, u32, u32, ctypes.POINTER(ctypes.c_float), cp, i32]
         L.hpmoe_cuda_poll.argtypes = [vp, cp, i32]
         L.hpmoe_cuda_num_tasks.argtypes = [vp, u32, u32]
         L.hpmoe_cuda_num_tasks.restype = u32

@@ -57,7 +57,8 @@ def _fwd_impl(x, topk_ids, topk_weights, w1, w2, rt: MoeFfnRuntime, keep: bool):
     lease.group.launch(rt.rank, "fwd", _stream(rt),
                        {Slot.X: x.data_ptr(), Slot.TOPK_IDS: ids.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(),
                         Slot.W1: w1c.data_ptr(), Slot.W2: w2c.data_ptr(), Slot.Y: y.data_ptr()},
-                       plan=True, timeout_s=rt.timeout_s)
+                       plan=True, timeout_s=rt.timeout_s, timed=rt.time_kernels)
+    rt.last_launch["fwd"] = lease.group
     if not keep:
         lease.release()  # the next forward may reuse the heap: it runs after this one on the stream
         return y, None
@@ -96,7 +97,8 @@ def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime):
                        {Slot.DY: dy.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(),
                         Slot.W2: w2c.data_ptr(), Slot.DX: dx.data_ptr(), Slot.DW1: dw1.data_ptr(),
                         Slot.DW2: dw2.data_ptr(), Slot.DTOPK_WEIGHTS: dtw.data_ptr()},
-                       dw_half=True, timeout_s=rt.timeout_s)
+                       dw_half=True, timeout_s=rt.timeout_s, timed=rt.time_kernels)
+    rt.last_launch["bwd"] = lease.group
     lease.release()  # the next forward may reuse this heap: it runs after this backward on the stream
     if transposed:  # gradients of the [E, h, 2I] / [E, I, h] views, stored as their parameters are
         dw1, dw2 = dw1.transpose(1, 2), dw2.transpose(1, 2)

@@ -70,6 +70,10 @@ class MoeFfnRuntime:
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
+        # Benchmarks: CUDA events around each persistent kernel (kernel_ms), so a user-facing time and its
+        # kernels' time come from the same call.
+        self.time_kernels = False
+        self.last_launch: dict[str, CudaGroup] = {}
         self.device = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
         if self.device.type != "cuda":
             raise ValueError(f"hpmoe MoEFFN runs on a CUDA device, got device={self.device}")
@@ -193,6 +197,10 @@ class MoeFfnRuntime:
                     if g in self._free.get(key, []):
                         self._free[key].remove(g)
                     raise
+
+    def kernel_ms(self) -> dict[str, float]:
+        """The persistent kernels' ms of the last fwd and bwd launch (time_kernels must have been on; waits)."""
+        return {d: g.kernel_ms(self.rank, d) for d, g in self.last_launch.items()}
 
     def check(self) -> None:
         """Waits for this device's work, then raises any failure (for tests and debugging)."""
