@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -182,7 +183,8 @@ def main() -> int:
     p.add_argument("--wgrad-tile", type=int, default=0, help="output rows per weight-gradient tile (0: default)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = os.environ.get("HPMOE_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                                                             capture_output=True, text=True).stdout.strip()
     print(f"# {torch.cuda.get_device_name()}  commit {commit or '?'}  torch {torch.__version__}", flush=True)
     cases = [("deepseek-v3", t) for t in args.tokens]
     if args.shapes:
