@@ -1,0 +1,62 @@
+"""A traced forward and backward of MoEFFN's schedule for one model's expert shape (EP 1, random routing):
+the kernels' times and a Perfetto trace for benchmarks/cuda_trace_summary.py, to see where a slow shape's
+time goes (which task types, how many blocks busy over time).
+
+    python3 benchmarks/cuda_shape_trace.py mixtral-8x7b:4096 --out trace.json [--gmm-n-block N] [--pipelines]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_user_step import SHAPES  # noqa: E402
+
+from hpmoe.config import make_config  # noqa: E402
+from hpmoe.cuda.group import CudaGroup  # noqa: E402
+from hpmoe.cuda.trace import write_trace  # noqa: E402
+from hpmoe.runtime.routing import make_routing  # noqa: E402
+from hpmoe.torch import MoeFfnRuntime  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("shape", help=f"MODEL:TOKENS, MODEL one of {', '.join(SHAPES)}")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--gmm-n-block", type=int, default=None, help="override the column block (0: whole width)")
+    p.add_argument("--pipelines", action="store_true", help="force row pipelines")
+    args = p.parse_args()
+    model, tokens = args.shape.split(":")
+    h, inter, E, k = SHAPES[model]
+    rt = MoeFfnRuntime(h, inter, E, k)
+    cfg = rt.config(int(tokens))
+    if args.pipelines:
+        cfg = cfg.replace(row_pipelines=True)
+    if args.gmm_n_block is not None:
+        cfg = cfg.replace(gmm_n_block=args.gmm_n_block)
+    ids, weights = make_routing(make_config(None, {"ep": 1, "tokens": int(tokens), "hidden": h, "inter": inter,
+                                                   "experts_per_rank": E, "topk": k, "dtype": "bf16"}), "random", 0)
+    rng = np.random.default_rng(0)
+    bf16 = lambda a: torch.from_numpy(a.astype(np.float32)).bfloat16().view(torch.int16).numpy().view(np.uint16)  # noqa: E731
+    with CudaGroup(cfg, [0]) as g:
+        T = int(tokens)
+        g.load_rank(0, bf16(rng.standard_normal((T, h))), bf16(rng.standard_normal((E, h, 2 * inter)) * h ** -0.5),
+                    bf16(rng.standard_normal((E, inter, h)) * inter ** -0.5), bf16(rng.standard_normal((T, h))),
+                    ids[0], weights[0])
+        for _ in range(2):
+            f, b = g.run("fwd", timeout_s=60)[0], g.run("bwd", timeout_s=60)[0]
+        g.run("fwd", timeout_s=60, trace=True)
+        g.run("bwd", timeout_s=60, trace=True)
+        stamps = {(d, 0): g.trace(0, d) for d in ("fwd", "bwd")}
+        write_trace(args.out, g.schedules, stamps)
+    print(f"{args.shape}: row_pipelines={cfg.row_pipelines} claim_pool={cfg.claim_pool} gmm_n_block={cfg.gmm_n_block}"
+          f" workers {cfg.num_aic}+{cfg.num_aiv}: fwd {f:.2f} ms, bwd {b:.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
