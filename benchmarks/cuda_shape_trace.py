@@ -29,6 +29,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--gmm-n-block", type=int, default=None, help="override the column block (0: whole width)")
     p.add_argument("--pipelines", action="store_true", help="force row pipelines")
+    p.add_argument("--workers", help="AIC+AIV blocks, e.g. 96+36 (default: MoEFFN's)")
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     h, inter, E, k = SHAPES[model]
@@ -36,6 +37,9 @@ def main() -> int:
     cfg = rt.config(int(tokens))
     if args.pipelines:
         cfg = cfg.replace(row_pipelines=True)
+    if args.workers:
+        aic, aiv = (int(v) for v in args.workers.split("+"))
+        cfg = cfg.replace(num_aic=aic, num_aiv=aiv)
     if args.gmm_n_block is not None:
         cfg = cfg.replace(gmm_n_block=args.gmm_n_block)
     ids, weights = make_routing(make_config(None, {"ep": 1, "tokens": int(tokens), "hidden": h, "inter": inter,
