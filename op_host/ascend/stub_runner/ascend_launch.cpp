@@ -28,6 +28,9 @@ std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
   if (r.status == kLaunchMismatch)
     return who + (r.detail == -2 ? ": its SSC queue is of the other core type"
                                  : Format(": launched with %d blocks, not what the SSC was compiled for", r.detail));
+  if (r.status == kHandshakeTimeout)
+    return who + Format(": the first launch's window handshake timed out: rank %d never said hello (it did not "
+                        "launch, or has not zeroed its window's counters)", r.detail);
   if (r.status == rt::kHandlerFailed && r.detail == kErrCoreType)
     return who + Format(": task %u (%s, queue position %u) reached the wrong core type", r.task,
                         ssc::TaskTypeName(r.task_type), r.position);
@@ -60,6 +63,7 @@ std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_
   req.timeout_ms = rank.options().timeout_ms;
   req.lib_workspace_bytes = AscendC::stub::kSystemWorkspaceBytes;
   req.window_bytes = layout.segment_bytes;  // the stub's HCCL window of a rank is its heap segment
+  req.window_nonce = reinterpret_cast<const cpu::ControlBlock*>(ctx.segment)->window_nonce;
   TilingResult result;
   const std::string err = BuildTiling(req, &result);
   if (!err.empty()) return err;
