@@ -20,9 +20,7 @@ extern "C" void hyper_parallel_moe(GM_ADDR x, GM_ADDR w1, GM_ADDR w2, GM_ADDR to
 
 namespace hpmoe {
 namespace ascend {
-namespace {
-
-std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
+std::string DescribeReport(const rt::WorkerReport& r, uint32_t num_aic) {
   const bool aic = r.queue < num_aic;
   const std::string who = Format("rank %u %s worker %u", r.rank, aic ? "AIC" : "AIV", aic ? r.queue : r.queue - num_aic);
   if (r.status == kLaunchMismatch)
@@ -36,8 +34,6 @@ std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
                         ssc::TaskTypeName(r.task_type), r.position);
   return FormatWorkerReport(r, num_aic);
 }
-
-}  // namespace
 
 void FillMc2Tiling(KernelTiling* tiling) {
   // On CANN: Mc2CcTilingConfig(group, opType, algConfig).GetTiling(mc2_init / mc2_cc). The stub marks both.
@@ -159,7 +155,7 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
       __atomic_store_n(&cb->abort_rank_plus1, primary->rank + 1, __ATOMIC_RELEASE);  // refuse further launches
     }
   }
-  std::string line = Describe(*primary, ranks[0]->context().cfg.num_aic);
+  std::string line = DescribeReport(*primary, ranks[0]->context().cfg.num_aic);
   if (failures > 1) line += Format(" (+%d more workers stopped)", failures - 1);
   return line;
 }
