@@ -91,6 +91,11 @@ def make_core(hidden_size, intermediate_size, num_local_experts, topk, dtype, ca
     """(HostState, differentiable core cell taking (x, topk_ids, topk_weights, w1, w2)); checks the group."""
     if ms.get_context("device_target") == "Ascend":
         require_ascend_op()
+        # The op, its inputs and attributes and its ops.Custom are in ascend_route (tested against the aclnn
+        # two-phase API on the CPU stubs); the cell's device-side host steps (plan, group agreement on an
+        # NPU, epochs, the nonce) are not wired yet, so the route refuses rather than run the CPU twin there.
+        raise InputError("hpmoe.mindspore: on Ascend the cell's NPU route (ascend_route.build_custom_op) is not "
+                         "wired into HyperParallelMoEFFN yet; run with device_target='CPU' (the CPU twin)")
     group, ep, rank = ep_group.resolve_group(group)
     if topk > ep * num_local_experts:
         raise InputError(f"topk={topk} is larger than the number of experts ep*num_local_experts="

@@ -73,6 +73,9 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   if (cfg.ep > kMaxEp) return Format("ep=%u exceeds the %u peers the kernel's tiling carries", cfg.ep, kMaxEp);
   static_assert(sizeof(rt::WorkerReport) <= kReportBytes, "WorkerReport outgrew its line");
   if (req.invocation == 0) return "invocation must start at 1 (epoch rule)";
+  if (req.window_nonce == 0)
+    return "window_nonce must be a non-zero value the whole EP group agreed on, fresh for every set-up of its "
+           "windows (the first launch's handshake tells a peer's hello from garbage by it)";
   cpu::HeapLayout layout;
   err = cpu::ComputeHeapLayout(cfg, req.counters_fwd, req.counters_bwd, &layout);
   if (!err.empty()) return err;
@@ -87,6 +90,14 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   t.timeout_cycles = req.timeout_ms * kSystemCyclesPerMs;
   t.counter_offset = layout.counter_offset[req.direction];
   t.abort_offset = offsetof(cpu::ControlBlock, abort_rank_plus1);
+  static_assert(kMaxEp * kHelloInts * sizeof(int32_t) <= cpu::kControlBytes - cpu::kHandshakeOffset &&
+                    kHelloInts * sizeof(int32_t) == cpu::kHandshakeBlockBytes,
+                "the hello blocks fill the control page's second half");
+  // A backward runs only on what a forward saved, so forward invocation 1 is the windows' first use.
+  t.first_use = req.direction == ssc::kForward && req.invocation == 1;
+  t.zero_offset = layout.counter_offset[0];
+  t.zero_bytes = (uint64_t(req.counters_fwd) + req.counters_bwd) * ssc::kCounterStrideBytes;
+  t.handshake_offset = cpu::kHandshakeOffset;
   t.config = cfg;
   for (uint32_t s = 0; s < ssc::kSlotCount; ++s) {
     t.slot_offset[s] = layout.slot_offset[s];
@@ -112,6 +123,9 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
                   (unsigned long long)((layout.segment_bytes + (1 << 20) - 1) >> 20));
   t.signal_one[0] = 1;
   t.abort_line[0] = int32_t(req.rank) + 1;
+  t.hello[0] = int32_t(uint32_t(req.window_nonce));
+  t.hello[1] = int32_t(uint32_t(req.window_nonce >> 32));
+  t.hello[2] = int32_t(req.rank) + 1;
   out->block_dim = cfg.num_aic;
   out->schedule_mode = 1;
   out->workspace_bytes = req.lib_workspace_bytes + uint64_t(cfg.num_aic + cfg.num_aiv) * kReportBytes;

@@ -27,6 +27,7 @@ struct TilingRequest {
   uint64_t timeout_ms = 30000;
   uint64_t lib_workspace_bytes = 0;  // PlatformAscendC::GetLibApiWorkSpaceSize(): the system part
   uint64_t window_bytes = 0;         // the HCCL window per rank (HCCL_BUFFSIZE MiB on CANN)
+  uint64_t window_nonce = 0;         // agreed by the whole group, fresh for every window set-up; not 0
 };
 
 struct TilingResult {

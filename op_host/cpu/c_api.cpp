@@ -10,6 +10,9 @@
 #include "rank_runtime.h"
 #include "shm_heap.h"
 #include "../one_line.h"
+#ifdef HPMOE_STUB_HCCL_WINDOWS
+#include "../ascend/stub_runner/stub_windows.h"
+#endif
 
 using hpmoe::cpu::HeapLayout;
 using hpmoe::cpu::RankRuntime;
@@ -82,6 +85,9 @@ void hpmoe_cpu_unmap(void* base, uint64_t bytes) { hpmoe::cpu::Unmap(base, bytes
 int hpmoe_cpu_shm_unlink(const char* name) { return hpmoe::cpu::ShmUnlink(name) ? 0 : 1; }
 void hpmoe_cpu_heap_init(void* base, uint32_t ep, uint64_t segment_bytes) {
   hpmoe::cpu::InitGroupHeap(base, ep, segment_bytes);
+#ifdef HPMOE_STUB_HCCL_WINDOWS  // the ascendc-cpu library: the heap's segments are the stub's HCCL windows
+  hpmoe::ascend::CreateStubWindows(base, ep, segment_bytes);
+#endif
 }
 void hpmoe_cpu_heap_abort(void* base, uint32_t ep, uint64_t segment_bytes, uint32_t rank) {
   hpmoe::cpu::AbortGroup(base, ep, segment_bytes, rank);

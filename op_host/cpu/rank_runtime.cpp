@@ -87,8 +87,11 @@ std::string RankRuntime::Prepare(uint32_t direction) {
   if (direction > 1 || !programs_[direction].loaded)
     return Format("rank %u has no %s SSC loaded", ctx_.rank, kDirNames[direction & 1]);
   ControlBlock* cb = group_.Control(ctx_.rank);
+  // The abort word means something once a launch ran: on HCCL windows it starts as garbage and the AscendC
+  // kernel's first launch zeroes it (the twin's heap is zeroed when created).
+  const bool launched = cb->invocations[0] + cb->invocations[1] != 0;
   const uint32_t failed = __atomic_load_n(&cb->abort_rank_plus1, __ATOMIC_ACQUIRE);
-  if (failed != 0)
+  if (launched && failed != 0)
     return Format("rank %u: the group heap is marked failed (rank %u failed earlier); create a new one",
                   ctx_.rank, failed - 1);
   direction_ = direction;

@@ -16,6 +16,10 @@ constexpr uint64_t kSystemCyclesPerMs = 50000;  // GetSystemCycle() runs at 50 M
 constexpr uint32_t kReportBytes = 64;           // workspace: one WorkerReport per worker queue, a line each
 // Status the kernel reports when the launch does not match the SSC's worker counts (before any task ran).
 constexpr int32_t kLaunchMismatch = 6;
+// Status the kernel reports when the first launch's handshake timed out (a peer never zeroed its window).
+constexpr int32_t kHandshakeTimeout = 7;
+// One hello block per rank in every window (32 bytes: one DMA block; the int32 words below).
+constexpr uint32_t kHelloInts = 8;
 // Handler error: a task reached a core type that cannot run it (cube task on an AIV or vector task on an AIC).
 constexpr int32_t kErrCoreType = 104;
 
@@ -66,6 +70,14 @@ struct KernelTiling {
   uint64_t timeout_cycles;  // bound on every wait, in GetSystemCycle() ticks
   uint64_t counter_offset;  // this direction's event counters, from the heap segment base
   uint64_t abort_offset;    // the group abort word (int32, own 64-byte line), from the segment base
+  // First use of the windows (forward invocation 1): HCCL does not promise zeroed windows, so this rank zeroes
+  // its counters (both directions) and abort line, then says hello to every rank; every core waits for all
+  // hellos before any task runs (op_kernel/ascend/window_setup.h).
+  uint32_t first_use;
+  uint32_t reserved1;
+  uint64_t zero_offset;       // this rank's counters of both directions, from the segment base
+  uint64_t zero_bytes;        // a multiple of 64
+  uint64_t handshake_offset;  // ep hello blocks (32 bytes each), from the segment base; never zeroed
   ssc::SscConfig config;
   uint64_t slot_offset[ssc::kSlotCount];  // tensors the caller does not pass: offset in the symmetric region
   uint32_t slot_cols[ssc::kSlotCount];
@@ -74,6 +86,9 @@ struct KernelTiling {
   uint64_t window_bytes;    // the symmetric region the layout needs (checked against the HCCL window)
   alignas(64) int32_t signal_one[kCounterLineInts];  // {1, 0, ..., 0}: the line an AIC adds to a counter
   alignas(64) int32_t abort_line[kCounterLineInts];  // {rank + 1, 0, ..., 0}: raised into every abort word
+  // {nonce low, nonce high, rank + 1, 0, ...}: the group's nonce (agreed on the host, fresh for every window
+  // set-up) makes a stale or garbage block count as no hello (a 2^-64 chance of a false one).
+  alignas(64) int32_t hello[kHelloInts];
 };
 
 }  // namespace ascend

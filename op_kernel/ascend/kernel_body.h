@@ -11,6 +11,7 @@
 #include "ascend_handlers.h"
 #include "ascend_sync.h"
 #include "kernel_context.h"
+#include "window_setup.h"
 
 namespace hpmoe {
 namespace ascend {
@@ -47,8 +48,7 @@ HPMOE_DEVICE void WriteReport(GM_ADDR workspace, uint32_t queue, const rt::Worke
 // The worker of one core for activation type T: pipe, sync, handlers, the loop, the report.
 template <class T>
 HPMOE_DEVICE int32_t RunWorker(const KernelContext& ctx, const rt::SscProgram& program, uint32_t queue,
-                               rt::WorkerReport* report) {
-  AscendC::TPipe pipe;
+                               rt::WorkerReport* report, AscendC::TPipe& pipe) {
   AscendSync sync;
   sync.Init(ctx, pipe);
   AscendHandlers<T> handlers;
@@ -107,11 +107,25 @@ HPMOE_DEVICE void RunKernel(GM_ADDR ssc_image, const GM_ADDR* tensors, GM_ADDR w
   ctx.heap = reinterpret_cast<GM_ADDR>(ctx.peer[tiling.rank]);
   for (uint32_t s = 0; s < ssc::kSlotCount; ++s) ctx.slot[s] = ctx.heap + tiling.slot_offset[s];
   for (uint32_t i = 0; i < kNumTensorArgs; ++i) ctx.slot[kTensorArgSlots[i]] = tensors[i];
+  AscendC::TPipe pipe;  // one per core: the window set-up's buffers first, then (after Reset) the worker's
+  if (tiling.first_use != 0) {
+    if ASCEND_IS_AIV {
+      if (block == 0) ZeroWindowAndSayHello(ctx, pipe);
+    }
+    pipe.Reset();
+    uint32_t silent = 0;
+    if (WaitForEveryHello(ctx, &silent) != rt::kOk) {
+      report.status = kHandshakeTimeout;
+      report.detail = int32_t(silent);
+      WriteReport(workspace, queue, report);
+      return;
+    }
+  }
   int32_t status = rt::kErrRegion;
   switch (cfg.dtype) {
-    case ssc::kFP32: status = RunWorker<float>(ctx, program, queue, &report); break;
-    case ssc::kFP16: status = RunWorker<AscendC::half>(ctx, program, queue, &report); break;
-    case ssc::kBF16: status = RunWorker<AscendC::bfloat16_t>(ctx, program, queue, &report); break;
+    case ssc::kFP32: status = RunWorker<float>(ctx, program, queue, &report, pipe); break;
+    case ssc::kFP16: status = RunWorker<AscendC::half>(ctx, program, queue, &report, pipe); break;
+    case ssc::kBF16: status = RunWorker<AscendC::bfloat16_t>(ctx, program, queue, &report, pipe); break;
     default: report.status = rt::kHandlerFailed; break;
   }
   report.status = status;

@@ -25,8 +25,15 @@ struct alignas(64) ControlBlock {
   uint64_t segment_bytes;
   alignas(64) uint32_t abort_rank_plus1;  // 0, or 1 + the rank whose worker failed first (group-wide)
   alignas(64) uint32_t invocations[2];    // launches of the fwd / bwd SSC on this rank so far (epoch n - 1)
+  // The group's window nonce (host-agreed, the same on every rank): the AscendC kernel's first-launch
+  // handshake (op_kernel/ascend/window_setup.h). The twin never reads it; the ascendc-cpu runner draws it.
+  alignas(64) uint64_t window_nonce;
 };
-static_assert(sizeof(ControlBlock) <= kControlBytes, "control block outgrew its page");
+// The second half of the control page: one 32-byte hello block per rank for the AscendC kernel's first-launch
+// handshake (op_kernel/ascend/window_setup.h); the twin leaves it alone.
+constexpr uint64_t kHandshakeOffset = kControlBytes / 2;
+constexpr uint64_t kHandshakeBlockBytes = 32;
+static_assert(sizeof(ControlBlock) <= kHandshakeOffset, "control block outgrew its half page");
 
 struct SlotShape {
   uint32_t ndim;

@@ -19,10 +19,27 @@ def case(routing: str = "random", seed: int = 0, **overrides):
     return cfg, inputs, ref, compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
 
 
-def run(backend: str, cfg, inputs, schedules, iterations: int = 1, log_dir=None):
+def window_garbage(heap) -> None:
+    """Puts the garbage the ascendc-cpu library's windows start with into every slot of `heap` (a CPU-twin heap:
+    its counters stay zero), so rows neither backend writes compare equal."""
+    import ctypes
+
+    from hpmoe.runtime import native
+
+    L = ctypes.CDLL(str(native.library_path("ascendc-cpu")))
+    L.hpmoe_ascendc_window_garbage.argtypes = [ctypes.c_void_p, ctypes.c_uint32] + [ctypes.c_uint64] * 3
+    first_slot = min(offset for offset, _, _ in heap.layout.slots.values())
+    L.hpmoe_ascendc_window_garbage(heap.base, heap.ep, heap.layout.segment_bytes, first_slot,
+                                   heap.layout.counter_offsets[0])
+
+
+def run(backend: str, cfg, inputs, schedules, iterations: int = 1, log_dir=None, garbage=False):
     """fwd+bwd `iterations` times; returns (float64 outputs, raw output bits, extras: every slot of every rank
-    copied after the run, the heap base and segment size)."""
+    copied after the run, the heap base and segment size). garbage: the CPU twin's slots start with the
+    ascendc-cpu windows' garbage (those windows always do)."""
     with CpuTwin(cfg, schedules, timeout_s=20.0, backend=backend) as twin:
+        if garbage and backend == "cpu":
+            window_garbage(twin.heap)
         twin.load_inputs(inputs)
         for it in range(iterations):
             for d in ("fwd", "bwd"):

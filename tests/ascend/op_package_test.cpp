@@ -93,7 +93,8 @@ struct TilingCase {
     ctx.values[9] = {ssc.data(), int64_t(ssc.size())};
     ctx.values[10] = {&epoch, 1};
     ctx.inputs[5].present = false;  // dy: absent in forward, so instance indices after it shift
-    ctx.attrs.ints = {0, 0, 0, events, events, 5000};  // group (string), rank, direction, counters, timeout
+    // group (string), rank, direction, counters, window nonce, timeout
+    ctx.attrs.ints = {0, 0, 0, events, events, 0x1234567890ABLL, 5000};
     ctx.attrs.strs = {"ep_group"};
   }
   ge::graphStatus Run() { return ops::Registry().at("HyperParallelMoe")->aicore.tiling(&ctx); }
@@ -118,6 +119,10 @@ TEST(OpPackage, TilingValidatesTheSscAndSizesTheLaunch) {
   EXPECT_EQ(t.timeout_cycles, 5000u * 50000u);
   EXPECT_EQ(t.signal_one[0], 1);
   EXPECT_EQ(t.counter_offset % 64, 0u);
+  EXPECT_EQ(t.first_use, 0u);  // invocation 3: the windows were set up by invocation 1
+  EXPECT_EQ(uint32_t(t.hello[0]), 0x567890ABu);
+  EXPECT_EQ(uint32_t(t.hello[1]), 0x1234u);
+  EXPECT_EQ(t.hello[2], 1);
   uint32_t mark;
   std::memcpy(&mark, t.mc2_init.reserved, 4);
   EXPECT_EQ(mark, 0x3243434Du);  // Mc2CcTilingConfig::GetTiling filled the MC2 blocks
@@ -170,6 +175,11 @@ TEST(OpPackage, TilingRefusesBadInputsInOneLine) {
   {
     TilingCase c(kGolden);
     c.epoch = 0;  // invocations count from 1
+    EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
+  }
+  {
+    TilingCase c(kGolden);
+    c.ctx.attrs.ints[5] = 0;  // no window nonce: the handshake could not tell a hello from a zeroed window
     EXPECT_EQ(c.Run(), ge::GRAPH_FAILED);
   }
   {

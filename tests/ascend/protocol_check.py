@@ -17,6 +17,7 @@ RECORD = np.dtype([("rank", "<u4"), ("core_type", "<i4"), ("block", "<u4"), ("op
 AIC, AIV = 1, 2
 MIX_AIC_1_2 = 5
 LINE = 64
+HELLO = 32  # a rank's hello block in every window (op_kernel/ascend/window_setup.h)
 SYNCALL_FLAGS = {11, 12, 13, 14}  # CrossCoreSetFlag(ISASI).md: SyncAll's ids
 
 
@@ -75,6 +76,43 @@ def check_counter_atomics(launch: Launch) -> list[str]:
     return bad
 
 
+def is_hello(launch: Launch, addr: int) -> bool:
+    return any(r["handshake"] <= addr < r["handshake"] + len(launch.ranks) * HELLO for r in launch.ranks)
+
+
+def check_first_launch_handshake(launch: Launch) -> list[str]:
+    """First launch (window_setup.h): AIV block 0 of each rank zeroes all its counters and its abort line,
+    then, after a barrier, writes its hello block into every rank's window; no core signals a counter before
+    it read every rank's hello block in its own window."""
+    bad, ep = [], len(launch.ranks)
+    by_rank = {r["rank"]: r for r in launch.ranks}
+    for core, recs in launch.cores().items():
+        me = by_rank[core[0]]
+        if not me["first_use"]:
+            continue
+        seen, zeroed, last_zero, barrier_after_zero, hellos = set(), 0, None, False, set()
+        for i, rec in enumerate(recs):
+            op, addr = int(rec["op"]), int(rec["addr"])
+            if op == GM_READ and me["handshake"] <= addr < me["handshake"] + ep * HELLO:
+                seen.add((addr - me["handshake"]) // HELLO)
+            elif op == COPY_OUT and rec["arg"] == 1 and len(seen) < ep:
+                bad.append(f"{core} record {i}: signal before it saw every rank's hello (saw {sorted(seen)})")
+                break
+            elif op == COPY_OUT and rec["arg"] == 0 and me["zero"] <= addr < me["zero"] + me["zero_bytes"]:
+                zeroed, last_zero, barrier_after_zero = zeroed + int(rec["bytes"]), i, False
+            elif op == COPY_OUT and rec["arg"] == 0 and addr == me["abort"]:
+                last_zero, barrier_after_zero = i, False
+            elif op == BARRIER and last_zero is not None:
+                barrier_after_zero = True
+            elif op == COPY_OUT and is_hello(launch, addr):
+                if not barrier_after_zero:
+                    bad.append(f"{core} record {i}: hello sent without a barrier after the zeroing DMAs")
+                hellos.add(next(r["rank"] for r in launch.ranks if r["handshake"] + core[0] * HELLO == addr))
+        if core[1:] == (AIV, 0) and (zeroed != me["zero_bytes"] or hellos != set(by_rank)):
+            bad.append(f"{core}: zeroed {zeroed} of {me['zero_bytes']} counter bytes, said hello to {sorted(hellos)}")
+    return bad
+
+
 def check_puts_signal_after_payload(launch: Launch, segment_bytes: int) -> list[str]:
     """A payload DMA into a peer's segment is followed by a barrier and then an atomic add on a counter of
     that peer, before the core writes anything else."""
@@ -86,7 +124,8 @@ def check_puts_signal_after_payload(launch: Launch, segment_bytes: int) -> list[
             op = int(rec["op"])
             if op == COPY_OUT and rec["arg"] == 0:
                 dst = launch.segment_rank(int(rec["addr"]), segment_bytes)
-                if dst is not None and dst != core[0] and launch.counter_rank(int(rec["addr"])) is None:
+                if (dst is not None and dst != core[0] and launch.counter_rank(int(rec["addr"])) is None
+                        and not is_hello(launch, int(rec["addr"]))):
                     if pending is None:
                         pending = (i, dst)
                     seen_barrier = False

@@ -367,4 +367,48 @@ TEST(AscendStubDeathTest, UserWorkspaceLiesPastTheSystemWorkspace) {
   EXPECT_EQ(user, ws + stub::kSystemWorkspaceBytes);
 }
 
+// Hccl stub rule (Init.md, SetCcTiling.md; every ops-transformer MoeDistribute* kernel): Init takes the host's
+// Mc2InitTiling and SetCcTiling its Mc2CcTiling, both filled by Mc2CcTilingConfig::GetTiling; the windows
+// exist only after both. Broken here: the pre-issue-18 kernel's Init(context) with no tiling, blocks the host
+// never filled, SetCcTiling skipped.
+template <class F>
+void OnAicWithGroup(F f) {
+  static F* fn;
+  fn = &f;
+  static stub::HcclContext group;
+  static uint8_t window[64];
+  group.rank_dim = 1;
+  group.windows_in[0] = reinterpret_cast<uint64_t>(window);
+  stub::LaunchEnv env;
+  env.hccl_context = &group;
+  stub::LaunchMix<GM_ADDR>(1, +[](GM_ADDR) { if (g_coreType == AIC) (*fn)(); }, env, nullptr);
+}
+
+TEST(AscendStubDeathTest, HcclNeedsTheHostsMc2TilingBlocks) {
+  static uint8_t filled[280], unfilled[280];
+  std::memcpy(filled, &stub::kMc2TilingMark, 4);
+  std::memset(unfilled, 0, sizeof(unfilled));
+  auto ctx = [] { return GetHcclContext<HCCL_GROUP_ID_0>(); };
+  OnAicWithGroup([&] {  // the rule's pass case: both blocks filled, then the windows
+    Hccl hccl;
+    hccl.Init(ctx(), filled);
+    hccl.SetCcTiling(filled);
+    EXPECT_NE(hccl.GetWindowsInAddr(0), nullptr);
+  });
+  EXPECT_DEATH(OnAicWithGroup([&] { Hccl().Init(ctx(), nullptr); }), "Mc2InitTiling missing or not filled");
+  EXPECT_DEATH(OnAicWithGroup([&] { Hccl().Init(ctx(), unfilled); }), "Mc2InitTiling missing or not filled");
+  EXPECT_DEATH(OnAicWithGroup([&] {
+                 Hccl hccl;
+                 hccl.Init(ctx(), filled);
+                 hccl.SetCcTiling(unfilled);
+               }),
+               "Mc2CcTiling missing or not filled");
+  EXPECT_DEATH(OnAicWithGroup([&] {
+                 Hccl hccl;
+                 hccl.Init(ctx(), filled);
+                 (void)hccl.GetWindowsInAddr(0);
+               }),
+               "Hccl windows used before Init\\(context, Mc2InitTiling\\) \\+ SetCcTiling");
+}
+
 }  // namespace

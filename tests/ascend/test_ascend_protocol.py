@@ -43,6 +43,8 @@ def test_protocol_holds(launches, direction):
     assert pc.check_spins_reread_through_cache(log) == []
     assert pc.check_queue_types(log, cfg.num_aic) == []
     assert pc.check_flags_and_kernel_type(log) == []
+    assert pc.check_first_launch_handshake(log) == []
+    assert any(r["first_use"] for r in log.ranks) == (direction == "fwd"), "only forward invocation 1 sets up"
     assert not np.any(np.isin(log.records["op"], [pc.FLAG_SET, pc.FLAG_WAIT])), "the kernel uses no hardware flags"
 
 
@@ -80,3 +82,12 @@ def test_checks_catch_broken_logs(launches):
     def drop_signals(recs):
         recs["op"][(recs["op"] == pc.COPY_OUT) & (recs["arg"] == 1)] = pc.GM_READ
     assert pc.check_puts_signal_after_payload(_edit(log, change=drop_signals), segment_bytes)
+
+    def skip_hello_reads(recs):  # a core that signals without waiting for the handshake
+        for r in log.ranks:
+            inside = (recs["addr"] >= r["handshake"]) & (recs["addr"] < r["handshake"] + len(log.ranks) * pc.HELLO)
+            recs["op"][(recs["op"] == pc.GM_READ) & inside] = pc.DCCI
+    assert pc.check_first_launch_handshake(_edit(log, change=skip_hello_reads))
+    assert pc.check_first_launch_handshake(no_barriers)  # hellos may overtake the zeros
+    first_zero = np.flatnonzero((log.records["op"] == pc.COPY_OUT) & (log.records["addr"] == log.ranks[0]["zero"]))[0]
+    assert pc.check_first_launch_handshake(_edit(log, keep=lambda r: np.arange(len(r)) != first_zero))

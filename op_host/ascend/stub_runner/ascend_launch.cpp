@@ -20,21 +20,20 @@ extern "C" void hyper_parallel_moe(GM_ADDR x, GM_ADDR w1, GM_ADDR w2, GM_ADDR to
 
 namespace hpmoe {
 namespace ascend {
-namespace {
-
-std::string Describe(const rt::WorkerReport& r, uint32_t num_aic) {
+std::string DescribeReport(const rt::WorkerReport& r, uint32_t num_aic) {
   const bool aic = r.queue < num_aic;
   const std::string who = Format("rank %u %s worker %u", r.rank, aic ? "AIC" : "AIV", aic ? r.queue : r.queue - num_aic);
   if (r.status == kLaunchMismatch)
     return who + (r.detail == -2 ? ": its SSC queue is of the other core type"
                                  : Format(": launched with %d blocks, not what the SSC was compiled for", r.detail));
+  if (r.status == kHandshakeTimeout)
+    return who + Format(": the first launch's window handshake timed out: rank %d never said hello (it did not "
+                        "launch, or has not zeroed its window's counters)", r.detail);
   if (r.status == rt::kHandlerFailed && r.detail == kErrCoreType)
     return who + Format(": task %u (%s, queue position %u) reached the wrong core type", r.task,
                         ssc::TaskTypeName(r.task_type), r.position);
   return FormatWorkerReport(r, num_aic);
 }
-
-}  // namespace
 
 void FillMc2Tiling(KernelTiling* tiling) {
   // On CANN: Mc2CcTilingConfig(group, opType, algConfig).GetTiling(mc2_init / mc2_cc). The stub marks both.
@@ -60,6 +59,7 @@ std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_
   req.timeout_ms = rank.options().timeout_ms;
   req.lib_workspace_bytes = AscendC::stub::kSystemWorkspaceBytes;
   req.window_bytes = layout.segment_bytes;  // the stub's HCCL window of a rank is its heap segment
+  req.window_nonce = reinterpret_cast<const cpu::ControlBlock*>(ctx.segment)->window_nonce;
   TilingResult result;
   const std::string err = BuildTiling(req, &result);
   if (!err.empty()) return err;
@@ -155,7 +155,7 @@ std::string RunGroupAscend(cpu::RankRuntime* const* ranks, uint32_t num_ranks, u
       __atomic_store_n(&cb->abort_rank_plus1, primary->rank + 1, __ATOMIC_RELEASE);  // refuse further launches
     }
   }
-  std::string line = Describe(*primary, ranks[0]->context().cfg.num_aic);
+  std::string line = DescribeReport(*primary, ranks[0]->context().cfg.num_aic);
   if (failures > 1) line += Format(" (+%d more workers stopped)", failures - 1);
   return line;
 }

@@ -23,6 +23,9 @@ constexpr uint32_t kStubPhysicalCores = 25;
 // (op_host/ascend/tiling_builder.h). Returns "" or one line.
 std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_t invocation, KernelTiling* tiling);
 
+// One line for a worker's report (rank, core, queue, what stopped it).
+std::string DescribeReport(const rt::WorkerReport& r, uint32_t num_aic);
+
 // Marks the tiling's MC2 blocks as filled (what Mc2CcTilingConfig::GetTiling does on CANN).
 void FillMc2Tiling(KernelTiling* tiling);
 

@@ -8,6 +8,7 @@
 
 #include "../../cpu/rank_runtime.h"
 #include "ascend_launch.h"
+#include "stub_windows.h"
 #include "../../one_line.h"
 
 using hpmoe::cpu::RankRuntime;
@@ -54,9 +55,12 @@ std::string WriteLogs(const char* path, RankRuntime* const* ranks, uint32_t num_
     const hpmoe::ssc::LoadedSsc& l = ranks[i]->loaded(direction);
     const uint64_t seg = reinterpret_cast<uint64_t>(ranks[i]->context().segment);
     std::fprintf(m, "%s{\"rank\": %u, \"segment\": %llu, \"counters\": %llu, \"num_events\": %u, \"queues\": %llu, "
-                    "\"num_queues\": %u}", i ? ", " : "", t.rank,
+                    "\"num_queues\": %u, \"first_use\": %u, \"zero\": %llu, \"zero_bytes\": %llu, \"abort\": %llu, "
+                    "\"handshake\": %llu}", i ? ", " : "", t.rank,
                  (unsigned long long)seg, (unsigned long long)(seg + t.counter_offset),
-                 l.view.num_events, (unsigned long long)reinterpret_cast<uint64_t>(l.view.queues), l.view.num_queues);
+                 l.view.num_events, (unsigned long long)reinterpret_cast<uint64_t>(l.view.queues), l.view.num_queues,
+                 t.first_use, (unsigned long long)(seg + t.zero_offset), (unsigned long long)t.zero_bytes,
+                 (unsigned long long)(seg + t.abort_offset), (unsigned long long)(seg + t.handshake_offset));
   }
   std::fprintf(m, "]}\n");
   std::fclose(m);
@@ -87,6 +91,12 @@ int hpmoe_ascendc_run(void* const* ranks, uint32_t num_ranks, uint32_t direction
     return 1;
   }
   return 0;
+}
+
+// Fills [from, to) of every segment of a group heap with the garbage the stub's windows get when created
+// (tests put it into the CPU twin's heap too, so rows neither backend writes compare equal).
+void hpmoe_ascendc_window_garbage(void* base, uint32_t ep, uint64_t segment_bytes, uint64_t from, uint64_t to) {
+  hpmoe::ascend::FillWindowGarbage(base, ep, segment_bytes, from, to);
 }
 
 }  // extern "C"

@@ -20,7 +20,9 @@ namespace hpmoe_op {
 // has no instance, so instance indices of the inputs after it would shift.
 enum Input : size_t { kX, kW1, kW2, kTopkIds, kTopkWeights, kDy, kSendRows, kSendCounts, kTokenRows, kSsc, kEpoch };
 enum Output : size_t { kY, kDx, kDW1, kDW2, kDTopkWeights };
-enum Attr : size_t { kAttrGroup, kAttrRank, kAttrDirection, kAttrCountersFwd, kAttrCountersBwd, kAttrTimeoutMs };
+enum Attr : size_t {
+  kAttrGroup, kAttrRank, kAttrDirection, kAttrCountersFwd, kAttrCountersBwd, kAttrWindowNonce, kAttrTimeoutMs
+};
 
 ge::graphStatus Fail(const char* node, const std::string& why) {
   std::fprintf(stderr, "%s: %s\n", node, why.c_str());
@@ -74,6 +76,7 @@ ge::graphStatus TilingFunc(gert::TilingContext* ctx) {
   req.counters_fwd = uint32_t(IntAttr(attrs, kAttrCountersFwd));
   req.counters_bwd = uint32_t(IntAttr(attrs, kAttrCountersBwd));
   req.timeout_ms = uint64_t(IntAttr(attrs, kAttrTimeoutMs));
+  req.window_nonce = uint64_t(IntAttr(attrs, kAttrWindowNonce));
   req.core_num_aic = platform.GetCoreNumAic();
   req.core_num_aiv = platform.GetCoreNumAiv();
   req.lib_workspace_bytes = platform.GetLibApiWorkSpaceSize();
@@ -162,6 +165,8 @@ class HyperParallelMoe : public OpDef {
     this->Attr("direction").AttrType(REQUIRED).Int();  // 0 forward, 1 backward
     this->Attr("counters_fwd").AttrType(REQUIRED).Int();
     this->Attr("counters_bwd").AttrType(REQUIRED).Int();
+    // Agreed by the EP group on the host, fresh for every set-up of its windows (kernel: window_setup.h).
+    this->Attr("window_nonce").AttrType(REQUIRED).Int();
     this->Attr("timeout_ms").AttrType(OPTIONAL).Int(30000);
     this->SetInferShape(hpmoe_op::InferShape).SetInferDataType(hpmoe_op::InferDataType);
     this->AICore().SetTiling(hpmoe_op::TilingFunc).AddConfig("ascend910b").AddConfig("ascend910_93");
