@@ -82,6 +82,7 @@ class MoeFfnRuntime:
         # signals and their share of the puts and reductions; routing-dependent work is claimed at run time
         # (benchmarks/RESULTS.md: fastest of split, mixed and pipelines at EP 1, 2 and 4).
         self.num_aiv = num_aiv if num_aiv is not None else 4
+        self._aiv_given = num_aiv is not None
         self.num_aic = num_aic if num_aic is not None else sms - self.num_aiv
         self._configs: dict = {}
         self.id = next(_ids)
@@ -110,8 +111,12 @@ class MoeFfnRuntime:
         if busy_row_tiles(cfg) < cfg.num_aic:
             # Fewer row chains than cube blocks (few tokens, top-1/2, wide experts): mixed queues with the
             # claim pool, whose GMM ops the compiler splits into column blocks (gmm_split.py); one chain per
-            # block would leave the rest idle.
-            cfg = cfg.replace(row_pipelines=False)
+            # block would leave the rest idle. The SwiGLU steps then run on the vector-queue blocks: 20 of
+            # them, not 4 (one H200, fwd+bwd kernels: Mixtral-8x7B experts at 4096 tokens 24.7 ms with
+            # 112 + 20 blocks against 40.1 with 128 + 4, 27.8 with 96 + 36; DeepSeek-V3 at 1024 tokens 5.5
+            # against 11.0 ms; benchmarks/RESULTS.md).
+            aiv = self.num_aiv if self._aiv_given else min(20, self.num_aic + self.num_aiv - 1)
+            cfg = cfg.replace(row_pipelines=False, num_aic=self.num_aic + self.num_aiv - aiv, num_aiv=aiv)
         cfg = self._tuned(cfg)
         if self.ep == 1 or self.sync_free:  # the bucket that holds any routing: nothing to agree on per call
             rows_per_src = -(-tokens * min(self.topk, self.experts) // cfg.tile_m) * cfg.tile_m
