@@ -10,10 +10,12 @@ import cProfile
 import pstats
 import sys
 import time
+from pathlib import Path
 
 import torch
 
-from hpmoe.torch import MoEFFN
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_step_kernels import warm_deepseek_step  # noqa: E402
 
 
 def main() -> int:
@@ -22,15 +24,7 @@ def main() -> int:
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--top", type=int, default=25)
     args = p.parse_args()
-    h, inter, E, k, T = 7168, 2048, 8, 8, args.tokens
-    m = MoEFFN(h, inter, E, k)
-    x = torch.randn(T, h, device="cuda").bfloat16().requires_grad_()
-    ids = torch.argsort(torch.rand(T, E, device="cuda"), dim=1)[:, :k].int()
-    w = torch.softmax(torch.randn(T, k, device="cuda"), -1).requires_grad_()
-    dy = torch.randn(T, h, device="cuda").bfloat16()
-    for _ in range(3):
-        m(x, ids, w).backward(dy)
-    torch.cuda.synchronize()
+    m, x, ids, w, dy = warm_deepseek_step(args.tokens)
     prof = cProfile.Profile()
     fwd = bwd = 0.0
     for _ in range(args.calls):

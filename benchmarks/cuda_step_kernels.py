@@ -15,27 +15,34 @@ from torch.profiler import ProfilerActivity, profile
 from hpmoe.torch import MoEFFN
 
 
+def warm_deepseek_step(tokens: int):
+    """MoEFFN with DeepSeek-V3 expert shapes (EP 1, random routing) and the step's inputs, after 3 warm-up
+    steps: (module, x, topk_ids, topk_weights, dy)."""
+    h, inter, E, k = 7168, 2048, 8, 8
+    m = MoEFFN(h, inter, E, k)
+    x = torch.randn(tokens, h, device="cuda").bfloat16().requires_grad_()
+    ids = torch.argsort(torch.rand(tokens, E, device="cuda"), dim=1)[:, :k].int()
+    w = torch.softmax(torch.randn(tokens, k, device="cuda"), -1).requires_grad_()
+    dy = torch.randn(tokens, h, device="cuda").bfloat16()
+    for _ in range(3):
+        m(x, ids, w).backward(dy)
+    torch.cuda.synchronize()
+    return m, x, ids, w, dy
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tokens", type=int, default=8192)
     p.add_argument("--steps", type=int, default=5)
     args = p.parse_args()
-    h, inter, E, k, T = 7168, 2048, 8, 8, args.tokens
-    m = MoEFFN(h, inter, E, k)
-    x = torch.randn(T, h, device="cuda").bfloat16().requires_grad_()
-    ids = torch.argsort(torch.rand(T, E, device="cuda"), dim=1)[:, :k].int()
-    w = torch.softmax(torch.randn(T, k, device="cuda"), -1).requires_grad_()
-    dy = torch.randn(T, h, device="cuda").bfloat16()
-    for _ in range(3):
-        m(x, ids, w).backward(dy)
-    torch.cuda.synchronize()
+    m, x, ids, w, dy = warm_deepseek_step(args.tokens)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)
         torch.cuda.synchronize()
     rows = sorted(((e.key, e.device_time_total / args.steps / 1e3, e.count // args.steps)
                    for e in prof.key_averages() if e.device_time_total > 0), key=lambda r: -r[1])
-    print(f"per step, T={T}: kernel, ms, launches")
+    print(f"per step, T={args.tokens}: kernel, ms, launches")
     for name, ms, n in rows:
         print(f"{ms:9.3f} ms  x{n:<3d} {name[:110]}")
     print(f"{sum(r[1] for r in rows):9.3f} ms  total GPU time per step")
