@@ -25,20 +25,12 @@ from hpmoe.cuda.group import CudaGroup  # noqa: E402
 from hpmoe.runtime.routing import bucket_for, check_routing, make_routing  # noqa: E402
 from hpmoe.ssc_format import Slot  # noqa: E402
 from cuda_variants import variant_config, variant_name  # noqa: E402
+from cuda_user_step import timed  # noqa: E402
 
 
 def cuda_time(fn, repeat: int) -> float:
-    """Median ms of `fn` over `repeat` runs after one warm-up, with CUDA events."""
-    fn()
-    times = []
-    for _ in range(repeat):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
+    """Median ms of `fn` over `repeat` runs after one warm-up, with CUDA events (cuda_user_step.timed)."""
+    return timed(fn, repeat, warmup=1)
 
 
 def bits(t: torch.Tensor) -> np.ndarray:
