@@ -1,6 +1,12 @@
-"""Run under torchrun (one process per GPU): hpmoe.torch.MoEFFN over the EP group of all processes, twice;
-rank 0 checks every rank's output and gradients against the float64 reference and that the second step
-gave the same bits. Exit status 0 only if all pass (tests/cuda/test_torch_moeffn.py launches it)."""
+"""Run under torchrun (one process per rank): hpmoe.torch.MoEFFN over the EP group of all processes. Step 1
+and 2 (same routing, same heap: epochs advance, bits repeat), then step 3 with a routing that sends every
+rank's tokens to rank 0's experts, which outgrows the bucket of steps 1-2: the bucket grows (a new heap
+generation) before anything runs, and the outputs stay right. Rank 0 checks every rank's output and
+gradients of steps 1 and 3 against the float64 reference. Exit status 0 only if all pass
+(tests/cuda/test_torch_moeffn.py launches it).
+
+HPMOE_SHARED_GPU=1: every rank on GPU 0 and a gloo process group (NCCL refuses two ranks on one GPU); the
+ranks' persistent kernels must then run concurrently, which needs the CUDA MPS daemon."""
 from __future__ import annotations
 
 import os
@@ -15,10 +21,32 @@ from hpmoe.runtime.tolerances import compare
 from hpmoe.torch import MoEFFN
 
 
+def step(m, x, ids, w, dy):
+    for t in (x, w, m.w1, m.w2):
+        t.grad = None
+    y = m(x, ids, w)
+    y.backward(dy)
+    return {n: t.detach().cpu().float().numpy().copy() for n, t in
+            (("y", y), ("dx", x.grad), ("dw1", m.w1.grad), ("dw2", m.w2.grad), ("dtopk_weights", w.grad))}
+
+
+def check(everyone: list, key: str, ep: int, label: str) -> bool:
+    stack = lambda k: np.stack([r[k] for r in everyone])  # noqa: E731
+    ids = np.stack([r[key + "_ids"] for r in everyone])
+    ref = moe_reference(stack("x"), stack("w1"), stack("w2"), ids, stack(key + "_w"), stack("dy"))
+    got = {n: np.stack([r[key][n] for r in everyone]).astype(np.float64) for n in ref}
+    ok = True
+    for name, err, tol, passed in compare(got, ref, "bf16"):
+        print(f"ep={ep} {label} {name:<14} max rel err {err:.3e}  tol {tol:.1e}  {'ok' if passed else 'FAIL'}")
+        ok &= passed
+    return ok
+
+
 def main() -> int:
-    dist.init_process_group("nccl")
+    shared = os.environ.get("HPMOE_SHARED_GPU") == "1"
+    dist.init_process_group("gloo" if shared else "nccl")
     rank, ep = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    torch.cuda.set_device(0 if shared else int(os.environ.get("LOCAL_RANK", rank)))
     torch.manual_seed(rank)
     T, h, inter, E, k = 96, 128, 64, 2, 3
     m = MoEFFN(h, inter, E, k, num_aic=4, num_aiv=4)
@@ -26,31 +54,29 @@ def main() -> int:
     ids = torch.stack([torch.randperm(ep * E, device="cuda")[:k] for _ in range(T)]).int()
     w = torch.softmax(torch.randn(T, k, device="cuda"), -1).requires_grad_()
     dy = torch.randn(T, h, device="cuda").bfloat16()
-    steps = []
-    for _ in range(2):  # a second step on the same heap: epoch counters, same bits
-        x.grad = w.grad = m.w1.grad = m.w2.grad = None
-        y = m(x, ids, w)
-        y.backward(dy)
-        steps.append({n: t.detach().cpu().float().numpy().copy() for n, t in
-                      (("y", y), ("dx", x.grad), ("dw1", m.w1.grad), ("dw2", m.w2.grad), ("dtopk_weights", w.grad))})
+    first, second = step(m, x, ids, w, dy), step(m, x, ids, w, dy)  # a second step on the same heap
+    buckets = len(m.runtime._all)
+    # Every row of every rank to rank 0's experts (ids 0, 1, 0: 3T rows per source, past steps 1-2's bucket).
+    hot = torch.tensor([0, 1, 0], device="cuda", dtype=torch.int32).expand(T, k).contiguous()
+    grown = step(m, x, hot, w, dy)
     mine = {"x": x.detach().double().cpu().numpy(), "w1": m.w1.detach().double().cpu().numpy(),
-            "w2": m.w2.detach().double().cpu().numpy(), "ids": ids.cpu().numpy(), "w": w.detach().cpu().numpy(),
-            "dy": dy.double().cpu().numpy(), "out": steps[0],
-            "same": all(np.array_equal(steps[0][n], steps[1][n]) for n in steps[0])}
+            "w2": m.w2.detach().double().cpu().numpy(), "dy": dy.double().cpu().numpy(),
+            "first": first, "first_ids": ids.cpu().numpy(), "first_w": w.detach().cpu().numpy(),
+            "grown": grown, "grown_ids": hot.cpu().numpy(), "grown_w": w.detach().cpu().numpy(),
+            "same": all(np.array_equal(first[n], second[n]) for n in first),
+            "buckets": (buckets, len(m.runtime._all))}
     everyone: list = [None] * ep
     dist.all_gather_object(everyone, mine)
     ok = True
     if rank == 0:
-        stack = lambda key: np.stack([r[key] for r in everyone])  # noqa: E731
-        ref = moe_reference(stack("x"), stack("w1"), stack("w2"), stack("ids"), stack("w"), stack("dy"))
-        got = {n: np.stack([r["out"][n] for r in everyone]).astype(np.float64) for n in ref}
-        for name, err, tol, passed in compare(got, ref, "bf16"):
-            print(f"ep={ep} {name:<14} max rel err {err:.3e}  tol {tol:.1e}  {'ok' if passed else 'FAIL'}")
-            ok &= passed
+        ok &= check(everyone, "first", ep, "step 1")
+        ok &= check(everyone, "grown", ep, "step 3 (grown bucket)")
         same = all(r["same"] for r in everyone)
+        grew = all(r["buckets"][1] > r["buckets"][0] for r in everyone)
         print(f"ep={ep} second step bitwise identical: {same}")
-        ok &= same
-    flag = torch.tensor([int(ok)], device="cuda")
+        print(f"ep={ep} bucket grew for the hot routing: {grew} {[r['buckets'] for r in everyone]}")
+        ok &= same and grew
+    flag = torch.tensor([int(ok)], device="cpu" if shared else "cuda")  # gloo: host tensors; NCCL: device ones
     dist.broadcast(flag, 0)
     dist.destroy_process_group()
     return 0 if int(flag) else 1

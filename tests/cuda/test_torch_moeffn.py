@@ -288,15 +288,33 @@ def test_bad_input_gets_one_line_errors():
     m.runtime.check()
 
 
+def _torchrun_check(ep: int, env: dict | None = None) -> None:
+    import os
+    script = Path(__file__).with_name("moeffn_torchrun_check.py")
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ep), str(script)],
+                         capture_output=True, text=True, timeout=240, env={**os.environ, **(env or {})})
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert f"ep={ep} second step bitwise identical: True" in res.stdout
+    assert f"ep={ep} bucket grew for the hot routing: True" in res.stdout
+
+
 @pytest.mark.parametrize("ep", [2, 4])
 def test_moeffn_over_torchrun_ep_group(ep):
     if gpu_count() < ep:
         pytest.skip(f"needs {ep} GPUs (one process per GPU), found {gpu_count()}")
-    script = Path(__file__).with_name("moeffn_torchrun_check.py")
-    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ep), str(script)],
-                         capture_output=True, text=True, timeout=240)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert f"ep={ep} second step bitwise identical: True" in res.stdout
+    _torchrun_check(ep)
+
+
+@pytest.mark.parametrize("ep", [2, 4])
+def test_moeffn_over_torchrun_ranks_sharing_one_gpu(ep):
+    """The EP > 1 path of the op (IPC-mapped heaps, the bucket agreed per forward and grown for a routing
+    that outgrows it) on one GPU: ranks as processes on GPU 0, their kernels concurrent through CUDA MPS
+    (HPMOE_TEST_MPS=1 says the MPS daemon runs; nothing here starts it)."""
+    import os
+    if gpu_count() == 0 or os.environ.get("HPMOE_TEST_MPS") != "1":
+        pytest.skip("needs a GPU with the CUDA MPS daemon running (set HPMOE_TEST_MPS=1): two processes' "
+                    "persistent kernels are not co-resident without it")
+    _torchrun_check(ep, {"HPMOE_SHARED_GPU": "1"})
 
 
 @needs_gpu
