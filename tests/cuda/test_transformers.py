@@ -136,12 +136,17 @@ def _free_port() -> int:
 
 
 @needs_gpu
+@pytest.mark.parametrize("shared", [False, True], ids=["gpu-per-rank", "ranks-sharing-gpu0"])
 @pytest.mark.parametrize("arch, world, ep", [("qwen3_moe", 2, 2), ("deepseek_v3", 4, 2), ("mixtral", 4, 4)])
-def test_expert_parallel_under_torchrun(arch, world, ep):
-    if torch.cuda.device_count() < world:
+def test_expert_parallel_under_torchrun(arch, world, ep, shared):
+    """One GPU per rank; or (shared) every rank on GPU 0 with the CUDA MPS daemon running (HPMOE_TEST_MPS=1:
+    two processes' persistent kernels are not co-resident without it; nothing here starts it)."""
+    if shared and os.environ.get("HPMOE_TEST_MPS") != "1":
+        pytest.skip("ranks sharing one GPU need the CUDA MPS daemon running (set HPMOE_TEST_MPS=1)")
+    if not shared and torch.cuda.device_count() < world:
         pytest.skip(f"needs {world} GPUs, {torch.cuda.device_count()} visible")
     env = dict(os.environ, OMP_NUM_THREADS="1", NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               NVSHMEM_DISABLE_NVLS="1")
+               NVSHMEM_DISABLE_NVLS="1", HPMOE_SHARED_GPU="1" if shared else "0")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--master_addr",
            "127.0.0.1", "--master_port", str(_free_port()), str(ROOT / "tests" / "transformers" / "ep_worker.py"),
            arch, str(ep), "cuda"]

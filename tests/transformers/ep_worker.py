@@ -30,18 +30,21 @@ TOL = {"cpu": 1e-4, "cuda": 20 * 2.0 ** -8}
 
 def batch(rank: int) -> torch.Tensor:
     ids = torch.randint(0, 256, (2, 12), generator=torch.Generator().manual_seed(100 + rank))
-    return ids.to(torch.cuda.current_device()) if dist.get_backend() == "nccl" else ids
+    return ids.to(torch.cuda.current_device()) if torch.cuda.is_initialized() else ids
 
 
 def main(arch: str, ep_size: int, device_type: str = "cpu") -> None:
-    dist.init_process_group("gloo" if device_type == "cpu" else "nccl")
+    # HPMOE_SHARED_GPU=1: every rank on GPU 0 (kernels concurrent through CUDA MPS) over gloo, since NCCL
+    # refuses two ranks on one GPU.
+    shared = os.environ.get("HPMOE_SHARED_GPU") == "1"
+    dist.init_process_group("gloo" if device_type == "cpu" or shared else "nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
     tol = TOL[device_type]
     if device_type == "cpu":
         experts.set_ops(_reference)
         device, dtype, cfg = "cpu", torch.float32, small_config(arch, experts=8)
     else:
-        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        device = torch.device("cuda", 0 if shared else int(os.environ["LOCAL_RANK"]))
         torch.cuda.set_device(device)
         dtype, cfg = torch.bfloat16, small_config(arch, hidden=256, inter=128, experts=8, moe_layers=1)
     full, model = twin_models(cfg, ["grouped_mm", "hpmoe"], dtype=dtype, device=device)
