@@ -146,7 +146,8 @@ def test_expert_parallel_under_torchrun(arch, world, ep, shared):
     if not shared and torch.cuda.device_count() < world:
         pytest.skip(f"needs {world} GPUs, {torch.cuda.device_count()} visible")
     env = dict(os.environ, OMP_NUM_THREADS="1", NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               NVSHMEM_DISABLE_NVLS="1", HPMOE_SHARED_GPU="1" if shared else "0")
+               NVSHMEM_DISABLE_NVLS="1", HPMOE_SHARED_GPU="1" if shared else "0",
+               **({"HPMOE_BLOCKS": str(96 // world)} if shared else {}))  # all ranks' blocks co-resident
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--master_addr",
            "127.0.0.1", "--master_port", str(_free_port()), str(ROOT / "tests" / "transformers" / "ep_worker.py"),
            arch, str(ep), "cuda"]

@@ -3,6 +3,7 @@ and heap generations (hpmoe.torch.moe_ffn explains them), and failure polling.""
 from __future__ import annotations
 
 import itertools
+import os
 import weakref
 
 import torch
@@ -78,6 +79,12 @@ class MoeFfnRuntime:
         if self.device.type != "cuda":
             raise ValueError(f"hpmoe MoEFFN runs on a CUDA device, got device={self.device}")
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count
+        # HPMOE_BLOCKS: worker blocks per rank (default: one per SM), for ranks that share a GPU (MPS).
+        blocks = os.environ.get("HPMOE_BLOCKS", "")
+        if blocks:
+            if not blocks.isdigit() or not 2 <= int(blocks) <= sms:
+                raise ValueError(f"HPMOE_BLOCKS={blocks!r}: worker blocks per rank must be an integer in [2, {sms}]")
+            sms = int(blocks)
         # Row pipelines: cube-queue blocks run each row tile's whole chain; 4 vector-queue blocks run entry
         # signals and their share of the puts and reductions; routing-dependent work is claimed at run time
         # (benchmarks/RESULTS.md: fastest of split, mixed and pipelines at EP 1, 2 and 4).
