@@ -13,3 +13,10 @@ timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -ra -x ${TESTS:-tests/cuda} 
 tokens="${*:-4096 8192}"
 timeout "${BENCH_TIMEOUT:-400}" python3 benchmarks/cuda_user_step.py --tokens $tokens --json-out "$out/user_step.json" \
   2>&1 | tee "$out/user_step.log"
+# EP 2 and 4 of the op with ranks as processes sharing the GPU: under the CUDA MPS daemon, then stopped.
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/hpmoe-mps CUDA_MPS_LOG_DIRECTORY=/tmp/hpmoe-mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+if nvidia-cuda-mps-control -d; then
+  HPMOE_TEST_MPS=1 timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -ra tests/cuda 2>&1 | tee "$out/pytest_mps.log"
+  echo quit | nvidia-cuda-mps-control
+fi
