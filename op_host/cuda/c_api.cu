@@ -47,17 +47,19 @@ int hpmoe_cuda_device_count(void) {
 }
 
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
-                              const int32_t* devices, char* err, int errlen) {
+                              const int32_t* devices, uint32_t external_mask, char* err, int errlen) {
   return NewGroup(config16, [&](CudaGroup& g, const hpmoe::ssc::SscConfig& cfg) {
     const std::vector<int> devs(devices, devices + (cfg.ep <= hpmoe::cuda::kMaxRanks ? cfg.ep : 0));
-    return g.Create(cfg, counters_fwd, counters_bwd, devs);
+    const std::string e = g.SetExternalSlots(external_mask);
+    return e.empty() ? g.Create(cfg, counters_fwd, counters_bwd, devs) : e;
   }, err, errlen);
 }
 
 void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
-                             int32_t device, char* err, int errlen) {
+                             int32_t device, uint32_t external_mask, char* err, int errlen) {
   return NewGroup(config16, [&](CudaGroup& g, const hpmoe::ssc::SscConfig& cfg) {
-    return g.CreateLocal(cfg, counters_fwd, counters_bwd, rank, device);
+    const std::string e = g.SetExternalSlots(external_mask);
+    return e.empty() ? g.CreateLocal(cfg, counters_fwd, counters_bwd, rank, device) : e;
   }, err, errlen);
 }
 
@@ -130,6 +132,8 @@ int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* o, f
   }
   return Fail(e, err, errlen);
 }
+
+uint64_t hpmoe_cuda_segment_bytes(void* group) { return static_cast<CudaGroup*>(group)->layout().segment_bytes; }
 
 uint32_t hpmoe_cuda_num_tasks(void* group, uint32_t rank, uint32_t direction) {
   return static_cast<CudaGroup*>(group)->NumTasks(rank, direction);

@@ -19,12 +19,13 @@ typedef struct {
 int hpmoe_cuda_device_count(void);
 
 // config16: the 16 uint32 of ssc::SscConfig; devices: the GPU of each rank (ep entries).
+// external_mask: bit s = slot s lives outside the heaps (bound by every launch that uses it; 0: none).
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
-                              const int32_t* devices, char* err, int errlen);
+                              const int32_t* devices, uint32_t external_mask, char* err, int errlen);
 // One rank of a group whose ranks are processes (one GPU each): allocates `rank`'s heap on `device`; map the
 // peers' heaps with hpmoe_cuda_ipc_open before loading SSCs of other ranks' data or running.
 void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
-                             int32_t device, char* err, int errlen);
+                             int32_t device, uint32_t external_mask, char* err, int errlen);
 // handle: 64 bytes (cudaIpcMemHandle_t) of this process's rank heap / of a peer's.
 int hpmoe_cuda_ipc_export(void* group, uint8_t* handle, char* err, int errlen);
 int hpmoe_cuda_ipc_open(void* group, uint32_t peer, const uint8_t* handle, char* err, int errlen);
@@ -51,6 +52,8 @@ int hpmoe_cuda_kernel_ms(void* group, uint32_t rank, uint32_t direction, float* 
 // 0 while no launch of the group has failed (reads mapped host memory: no sync); else 1 with the first
 // failure's report in `err` (after syncing the failed rank's stream).
 int hpmoe_cuda_poll(void* group, char* err, int errlen);
+// Bytes of one rank's heap segment (external slots take none).
+uint64_t hpmoe_cuda_segment_bytes(void* group);
 uint32_t hpmoe_cuda_num_tasks(void* group, uint32_t rank, uint32_t direction);
 // out: num_tasks x 2 uint64 (start, end) of the last traced launch.
 int hpmoe_cuda_trace(void* group, uint32_t rank, uint32_t direction, uint64_t* out, char* err, int errlen);

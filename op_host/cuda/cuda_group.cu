@@ -57,6 +57,16 @@ CudaGroup::~CudaGroup() {
   if (host_status_ != nullptr) cudaFreeHost(host_status_);
 }
 
+std::string CudaGroup::SetExternalSlots(uint32_t mask) {
+  for (uint32_t s = 0; s < ssc::kSlotCount; ++s) {
+    if (((mask >> s) & 1u) && !BindableSlot(s))
+      return Format("slot %s cannot live outside the heap (peers write it)", ssc::SlotName(s));
+  }
+  if (mask >> ssc::kSlotCount) return Format("external slot mask 0x%x names slots past %u", mask, ssc::kSlotCount);
+  external_mask_ = mask;
+  return "";
+}
+
 std::string CudaGroup::Configure(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd) {
   if (cfg.ep == 0 || cfg.ep > kMaxRanks) return Format("ep=%u: the CUDA backend runs 1..%u ranks", cfg.ep, kMaxRanks);
   if (cfg.dtype != ssc::kBF16 && cfg.dtype != ssc::kFP16)
@@ -64,7 +74,7 @@ std::string CudaGroup::Configure(const ssc::SscConfig& cfg, uint32_t counters_fw
   if (cfg.hidden % 8 || cfg.inter % 8 || cfg.wgrad_tile % 8)
     return Format("hidden=%u, inter=%u and wgrad_tile=%u must be multiples of 8 (16-byte vectors)", cfg.hidden,
                   cfg.inter, cfg.wgrad_tile);
-  std::string err = cpu::ComputeHeapLayout(cfg, counters_fwd, counters_bwd, &layout_);
+  std::string err = cpu::ComputeHeapLayout(cfg, counters_fwd, counters_bwd, &layout_, external_mask_);
   if (!err.empty()) return err;
   cfg_ = cfg;
   ranks_.resize(cfg.ep);
@@ -244,6 +254,8 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
 }
 
 std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint64_t bytes) {
+  if (slot < ssc::kSlotCount && ((external_mask_ >> slot) & 1u))
+    return Format("slot %s lives outside this group's heap (bound per launch): nothing to write", ssc::SlotName(slot));
   if (rank >= ranks_.size() || !IsLocal(rank) || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
     return Format("write of %llu bytes to rank %u slot %u does not match the layout (or the rank is not in this process)",
                   (unsigned long long)bytes, rank, slot);
@@ -254,6 +266,8 @@ std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint
 }
 
 std::string CudaGroup::Read(uint32_t rank, uint32_t slot, void* dst, uint64_t bytes) {
+  if (slot < ssc::kSlotCount && ((external_mask_ >> slot) & 1u))
+    return Format("slot %s lives outside this group's heap (bound per launch): nothing to read", ssc::SlotName(slot));
   if (rank >= ranks_.size() || !IsLocal(rank) || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
     return Format("read of %llu bytes from rank %u slot %u does not match the layout (or the rank is not in this process)",
                   (unsigned long long)bytes, rank, slot);
@@ -317,6 +331,13 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
     if (!BindableSlot(slot))
       return Format("slot %s cannot be bound outside the heap (peers write it)", ssc::SlotName(slot));
     b.bound[slot] = reinterpret_cast<uint8_t*>(spec.bound[slot]);
+  }
+  const ssc::SscView& view = s.ssc[direction].view;
+  for (uint32_t i = 0; i < view.num_tensors; ++i) {  // what this direction touches must exist somewhere
+    const uint32_t slot = view.tensors[i].slot;
+    if (((external_mask_ >> slot) & 1u) && spec.bound[slot] == 0)
+      return Format("slot %s lives outside the heap: a %s launch must bind it", ssc::SlotName(slot),
+                    kDirNames[direction]);
   }
   b.dw_half = spec.dw_half ? 1u : 0u;
   b.planned = spec.plan ? 1u : 0u;

@@ -65,6 +65,9 @@ class CudaGroup {
  public:
   ~CudaGroup();
   // Allocates and zeroes every rank's segment; enables peer access between the GPUs. "" or one line.
+  // Before Create/CreateLocal: slots (bit s = slot s, BindableSlot ones only) that live outside the heap;
+  // every launch of a direction that uses one must bind it. Saves their bytes in every heap.
+  std::string SetExternalSlots(uint32_t mask);
   std::string Create(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
                      const std::vector<int>& devices);
   // One rank of a group whose ranks are separate processes (one GPU each, e.g. torchrun): allocates only
@@ -113,7 +116,8 @@ class CudaGroup {
   std::vector<RankState> ranks_;
   bool validated_[2] = {false, false};
   bool failed_ = false;
-  uint32_t* host_status_ = nullptr;  // mapped pinned memory, one word per rank (DeviceRank::host_status)
+  uint32_t* host_status_ = nullptr;
+  uint32_t external_mask_ = 0;  // mapped pinned memory, one word per rank (DeviceRank::host_status)
   int local_rank_ = -1;  // -1: every rank lives in this process
 };
 

@@ -27,7 +27,7 @@ void SetShape(SlotShape* s, uint32_t dtype, uint32_t d0, uint32_t d1, uint32_t d
 }  // namespace
 
 std::string ComputeHeapLayout(const ssc::SscConfig& c, uint32_t counters_fwd, uint32_t counters_bwd,
-                              HeapLayout* layout) {
+                              HeapLayout* layout, uint32_t external_mask) {
   using namespace ssc;
   if (c.ep == 0 || c.tokens == 0 || c.hidden == 0 || c.inter == 0 || c.experts_per_rank == 0 || c.topk == 0 ||
       c.recv_rows_per_src == 0 || c.dtype > kBF16)
@@ -41,6 +41,7 @@ std::string ComputeHeapLayout(const ssc::SscConfig& c, uint32_t counters_fwd, ui
   uint64_t offset = kControlBytes;
   for (uint32_t i = 0; i < kSlotCount; ++i) {
     layout->slot_offset[i] = offset;
+    if ((external_mask >> i) & 1u) continue;  // bound per launch: no bytes in the segment
     offset = RoundUp(offset + s[i].bytes, 64);
   }
   const uint32_t caps[2] = {counters_fwd, counters_bwd};

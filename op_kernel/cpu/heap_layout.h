@@ -54,8 +54,9 @@ struct HeapLayout {
 
 // Shapes of every slot for `cfg` (mirrors scheduler/hpmoe/graphs.py; the loader checks each SSC tensor
 // record against them) and their offsets. Returns "" or a one-line error.
+// external_mask: bit s set = slot s lives outside the segment (a launch binds it; CUDA backend): no bytes.
 std::string ComputeHeapLayout(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
-                              HeapLayout* layout);
+                              HeapLayout* layout, uint32_t external_mask = 0);
 
 }  // namespace cpu
 }  // namespace hpmoe

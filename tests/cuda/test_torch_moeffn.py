@@ -345,3 +345,31 @@ def test_torch_compile_fullgraph_and_checkpointing_match_eager_bitwise():
                           grads(lambda x: checkpoint(lambda t: m(t, ids, w), x, use_reentrant=False))):
         assert torch.equal(a, b), f"checkpoint: {name} differs from eager"
     m.runtime.check()
+
+
+@needs_gpu
+def test_heaps_leave_out_what_calls_bind():
+    """The op's heaps hold no bytes for the tensors a call binds (x, the weights, y, the gradients, ...); a
+    launch that does not bind them, or a write into them, is refused in one line."""
+    from hpmoe.cuda.group import CudaGroup
+    from hpmoe.cuda.native import CudaFailure
+    from hpmoe.ssc_format import Slot
+    from hpmoe.torch import MoEFFN
+    from hpmoe.torch.runtime import EXTERNAL_SLOTS
+    T, h, inter, E, k = 256, 128, 64, 4, 2
+    m = MoEFFN(h, inter, E, k, num_aic=8, num_aiv=4)
+    x = torch.randn(T, h, device="cuda").bfloat16()
+    ids, w = routing(T, E, k, 12)
+    m(x, ids, w)
+    cfg = m.runtime.config(T)
+    with CudaGroup(cfg, [0]) as whole:
+        from hpmoe.runtime.native import NP_DTYPES
+        bound_bytes = sum(int(np.prod(whole.specs[s].shape)) * np.dtype(NP_DTYPES[whole.specs[s].dtype]).itemsize
+                          for s in EXTERNAL_SLOTS)
+        saved = whole.segment_bytes() - m.runtime.heap_bytes()
+        assert bound_bytes - 64 * len(EXTERNAL_SLOTS) <= saved, f"{saved=} {bound_bytes=}"
+    with CudaGroup(cfg, [0], external=EXTERNAL_SLOTS) as g:
+        with pytest.raises(CudaFailure, match="slot x lives outside this group's heap"):
+            g.write(0, Slot.X, np.zeros((T, h), np.uint16))
+        with pytest.raises(CudaFailure, match="slot x lives outside the heap: a fwd launch must bind it"):
+            g.launch(0, "fwd", torch.cuda.current_stream().cuda_stream, {})

@@ -31,8 +31,12 @@ class CudaGroup:
 
     def __init__(self, cfg: MoeConfig, devices: list[int] | None = None,
                  schedules: list[RankSchedule] | None = None, *, local_rank: int | None = None,
-                 exchange: Callable[[bytes], list[bytes]] | None = None):
+                 exchange: Callable[[bytes], list[bytes]] | None = None, external: tuple[Slot, ...] = ()):
+        """external: slots that live outside the heaps (every launch that uses one binds it: `launch(bound=)`;
+        write/read/run refuse them), e.g. the tensors a PyTorch call passes in and gets back."""
         self.cfg = cfg
+        self.external = tuple(external)
+        mask = sum(1 << int(s) for s in self.external)
         self.local_rank = local_rank
         self.devices = list(devices) if devices is not None else list(range(cfg.ep))
         schedules = schedules if schedules is not None else compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
@@ -48,10 +52,10 @@ class CudaGroup:
         if local_rank is None:
             devs = (ctypes.c_int32 * cfg.ep)(*self.devices)
             self.handle = lib().hpmoe_cuda_group_create(config_words(cfg), counters["fwd"], counters["bwd"], devs,
-                                                        err, ERR_LEN)
+                                                        mask, err, ERR_LEN)
         else:
             self.handle = lib().hpmoe_cuda_rank_create(config_words(cfg), counters["fwd"], counters["bwd"],
-                                                       local_rank, self.devices[0], err, ERR_LEN)
+                                                       local_rank, self.devices[0], mask, err, ERR_LEN)
         if not self.handle:
             raise CudaFailure(err.value.decode())
         if local_rank is not None:
@@ -175,6 +179,10 @@ class CudaGroup:
         self._check(lib().hpmoe_cuda_kernel_ms(self.handle, rank, DIRECTIONS[direction], ctypes.byref(ms), err,
                                                ERR_LEN), err)
         return ms.value
+
+    def segment_bytes(self) -> int:
+        """Device bytes of one rank's heap segment (slots in `external` take none)."""
+        return int(lib().hpmoe_cuda_segment_bytes(self.handle))
 
     def poll(self) -> None:
         """Raises CudaFailure with the first failure's one-line report if any launch of this group failed

@@ -13,11 +13,15 @@ from ..config import make_config
 from ..cuda.group import CudaGroup
 from ..errors import HpmoeError
 from ..gmm_split import busy_row_tiles
+from ..ssc_format import Slot
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _RUNTIMES: "weakref.WeakValueDictionary[int, MoeFfnRuntime]" = weakref.WeakValueDictionary()
 _LEASES: dict[int, "_Lease"] = {}  # held by forwards whose backward is still to come (custom-op token -> lease)
 _ids = itertools.count(1)
+# What a call binds to PyTorch's tensors (ops.py): no bytes for them in the heaps.
+EXTERNAL_SLOTS = (Slot.X, Slot.TOPK_IDS, Slot.TOPK_WEIGHTS, Slot.W1, Slot.W2, Slot.Y, Slot.DY, Slot.DX, Slot.DW1,
+                  Slot.DW2, Slot.DTOPK_WEIGHTS)
 
 
 class _Lease:
@@ -181,8 +185,8 @@ class MoeFfnRuntime:
     def _new_group(self, cfg) -> CudaGroup:
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         if self.ep == 1:
-            return CudaGroup(cfg, [index])
-        g = CudaGroup(cfg, [index], local_rank=self.rank, exchange=self._exchange)
+            return CudaGroup(cfg, [index], external=EXTERNAL_SLOTS)
+        g = CudaGroup(cfg, [index], local_rank=self.rank, exchange=self._exchange, external=EXTERNAL_SLOTS)
         dist.barrier(group=self.group)  # every heap mapped before any rank launches
         return g
 
@@ -192,10 +196,8 @@ class MoeFfnRuntime:
         return handles
 
     def heap_bytes(self) -> int:
-        """Device memory of every heap generation created so far."""
-        from ..runtime.native import HeapLayout
-        return sum(HeapLayout(g.cfg, g.counters["fwd"], g.counters["bwd"]).segment_bytes
-                   for groups in self._all.values() for g in groups)
+        """Device memory of this rank's heap generations created so far."""
+        return sum(g.segment_bytes() for groups in self._all.values() for g in groups)
 
     def poll(self) -> None:
         """Raises the one-line report of a failed launch (reads mapped host memory: no sync unless one
