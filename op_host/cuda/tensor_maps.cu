@@ -62,8 +62,7 @@ bool HasTensorMaps(const cpu::SlotShape& sh) {
 std::string BuildTensorMaps(const cpu::HeapLayout& layout, const uint8_t* segment, uint8_t** out) {
   std::vector<CUtensorMap> maps(ssc::kSlotCount * kBoxKinds);  // zeroed: unused for other slots
   for (uint32_t slot = 0; slot < ssc::kSlotCount; ++slot) {
-    if (!HasTensorMaps(layout.slots[slot]) || layout.slot_offset[slot] + layout.slots[slot].bytes > layout.segment_bytes)
-      continue;
+    if (!HasTensorMaps(layout.slots[slot])) continue;  // (an external slot's maps are never read: launches bind it)
     const std::string err = EncodeSlotMaps(layout.slots[slot], segment + layout.slot_offset[slot],
                                            reinterpret_cast<uint8_t(*)[kTensorMapBytes]>(&maps[slot * kBoxKinds]));
     if (!err.empty()) return "heap slot " + std::to_string(slot) + ": " + err;
