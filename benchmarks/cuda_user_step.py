@@ -164,6 +164,7 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     with torch.no_grad():
         a, b = m(x, ids, tw).float(), moe_ffn_torch(x, w1t, w2t, ids64, tw).float()
         row["y_rel_diff_vs_torch"] = float((a - b).norm() / b.norm())
+    row["heap_gib"] = m.runtime.heap_bytes() / 2 ** 30  # every heap generation this runtime made
     row["ratio_user_fwd"] = row["torch_fwd_ms"] / row["hpmoe_fwd_ms"]
     row["ratio_user_fwdbwd"] = row["torch_fwdbwd_ms"] / row["hpmoe_fwdbwd_ms"]
     row["ratio_kernels_fwdbwd"] = row["torch_fwdbwd_ms"] / row["same_call_kernels_ms"]
