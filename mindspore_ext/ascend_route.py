@@ -15,9 +15,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import astuple, dataclass, fields
 
-import mindspore as ms
-
-from .ascend import ascend_op_installed
+from . import ascend
 
 OP_NAME = "HyperParallelMoe"  # aclnn<OP_NAME> in the op package (op_host/ascend/package)
 INPUTS = ("x", "w1", "w2", "topk_ids", "topk_weights", "dy", "send_rows", "send_counts", "token_rows", "ssc",
@@ -43,7 +41,7 @@ class AclnnAttrs:
 def npu_route() -> bool:
     """The route is explicit: the aclnn op on an Ascend device where its package is installed; the CPU twin
     everywhere else."""
-    return ms.get_context("device_target") == "Ascend" and ascend_op_installed()
+    return ascend.on_ascend_device() and ascend.ascend_op_installed()
 
 
 def draw_window_nonce() -> int:
