@@ -9,7 +9,9 @@ CustomRegOp.attr: https://mindspore.cn/docs/zh-CN/master/api_python/ops/mindspor
 Nothing here has run on an NPU (none exists where this was written). What is tested without one: the op's
 inputs and attributes in order (`aclnn_inputs`, `AclnnAttrs`) drive the aclnn two-phase API of the CPU stub
 runner (tests/ascend/test_aclnn_two_phase.py), and the Custom op is built with this name, these inputs and
-these attributes (tests/mindspore/test_ms_ascend_route.py, with the device check mocked)."""
+these attributes (tests/mindspore/test_ms_ascend_route.py, with the device check mocked); the cell's forward
+and backward run through the route with the op replaced by a stand-in calling that API
+(tests/mindspore/test_ms_npu_route.py). The cell's side of the route: npu_core.py, npu_host.py."""
 from __future__ import annotations
 
 import secrets
