@@ -11,6 +11,12 @@ from hpmoe.errors import HpmoeError
 ACLNN_OP = "aclnnHyperParallelMoe"
 
 
+def on_ascend_device() -> bool:
+    import mindspore as ms
+
+    return ms.get_context("device_target") == "Ascend"
+
+
 def ascend_op_installed() -> bool:
     """CANN finds custom op packages under $ASCEND_CUSTOM_OPP_PATH (':'-separated); ours ships the aclnn
     header and library of ACLNN_OP there."""

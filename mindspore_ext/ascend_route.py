@@ -9,15 +9,15 @@ CustomRegOp.attr: https://mindspore.cn/docs/zh-CN/master/api_python/ops/mindspor
 Nothing here has run on an NPU (none exists where this was written). What is tested without one: the op's
 inputs and attributes in order (`aclnn_inputs`, `AclnnAttrs`) drive the aclnn two-phase API of the CPU stub
 runner (tests/ascend/test_aclnn_two_phase.py), and the Custom op is built with this name, these inputs and
-these attributes (tests/mindspore/test_ms_ascend_route.py, with the device check mocked)."""
+these attributes (tests/mindspore/test_ms_ascend_route.py, with the device check mocked); the cell's forward
+and backward run through the route with the op replaced by a stand-in calling that API
+(tests/mindspore/test_ms_npu_route.py). The cell's side of the route: npu_core.py, npu_host.py."""
 from __future__ import annotations
 
 import secrets
 from dataclasses import astuple, dataclass, fields
 
-import mindspore as ms
-
-from .ascend import ascend_op_installed
+from . import ascend
 
 OP_NAME = "HyperParallelMoe"  # aclnn<OP_NAME> in the op package (op_host/ascend/package)
 INPUTS = ("x", "w1", "w2", "topk_ids", "topk_weights", "dy", "send_rows", "send_counts", "token_rows", "ssc",
@@ -43,7 +43,7 @@ class AclnnAttrs:
 def npu_route() -> bool:
     """The route is explicit: the aclnn op on an Ascend device where its package is installed; the CPU twin
     everywhere else."""
-    return ms.get_context("device_target") == "Ascend" and ascend_op_installed()
+    return ascend.on_ascend_device() and ascend.ascend_op_installed()
 
 
 def draw_window_nonce() -> int:

@@ -3,7 +3,8 @@
 construct(x [T, h], topk_ids int32 [T, k], topk_weights [T, k]) -> y [T, h]; gradients reach x, topk_weights,
 w1 and w2. On CPU it runs the CPU twin: two pyfunc host steps (count rows, agree on counts across the group
 with an AllGather, plan) and two aot kernels (forward, backward as the inner cell's bprop) that call the twin's
-C ABI. On Ascend it needs the aclnn op of op_kernel/ascend (see ascend.py).
+C ABI. On Ascend (op package installed, see ascend.py) it runs the aclnn op of op_kernel/ascend instead
+(npu_core.py, npu_host.py); `tokens`, the T of every call, is then required when the cell is built.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ from mindspore.common.initializer import Normal, initializer
 from hpmoe.errors import InputError
 
 from . import group as ep_group
-from .ascend import require_ascend_op
+from . import ascend
 from .host_state import HostState
 from .kernel_library import aot_name
+from .npu_core import NpuMoe
+from .npu_host import NpuHostState
 
 DTYPES = {mstype.float32: "fp32", mstype.float16: "fp16", mstype.bfloat16: "bf16"}
 FLOAT_TYPES = (mstype.float32, mstype.float16, mstype.bfloat16)
@@ -87,19 +90,25 @@ class _MoeFunction(nn.Cell):
         return dx, ops.zeros_like(topk_ids), dweights, dw1, dw2
 
 
-def make_core(hidden_size, intermediate_size, num_local_experts, topk, dtype, capacity_factor, ssc_dir, group):
-    """(HostState, differentiable core cell taking (x, topk_ids, topk_weights, w1, w2)); checks the group."""
-    if ms.get_context("device_target") == "Ascend":
-        require_ascend_op()
-        # The op, its inputs and attributes and its ops.Custom are in ascend_route (tested against the aclnn
-        # two-phase API on the CPU stubs); the cell's device-side host steps (plan, group agreement on an
-        # NPU, epochs, the nonce) are not wired yet, so the route refuses rather than run the CPU twin there.
-        raise InputError("hpmoe.mindspore: on Ascend the cell's NPU route (ascend_route.build_custom_op) is not "
-                         "wired into HyperParallelMoEFFN yet; run with device_target='CPU' (the CPU twin)")
+def make_core(hidden_size, intermediate_size, num_local_experts, topk, dtype, capacity_factor, ssc_dir, group,
+              tokens=None):
+    """(host state, differentiable core cell taking (x, topk_ids, topk_weights, w1, w2)); checks the group.
+    On Ascend: the aclnn op (npu_core) where its package is installed, else a one-line refusal."""
+    npu = ascend.on_ascend_device()
+    if npu:
+        ascend.require_ascend_op()
     group, ep, rank = ep_group.resolve_group(group)
     if topk > ep * num_local_experts:
         raise InputError(f"topk={topk} is larger than the number of experts ep*num_local_experts="
                          f"{ep * num_local_experts}")
+    if npu:
+        if group is None:  # the op reaches its windows through an HCCL communicator, even for one rank
+            raise InputError("hpmoe.mindspore: on Ascend the cell needs MindSpore's collectives (HCCL) "
+                             "initialised, even for one rank: launch with msrun and call "
+                             "mindspore.communication.init() first")
+        host = NpuHostState(hidden_size, intermediate_size, num_local_experts, topk, DTYPES[dtype],
+                            capacity_factor, ssc_dir, tokens, ep, rank, group)
+        return host, NpuMoe(host, group)
     state = HostState(hidden_size, intermediate_size, num_local_experts, topk, DTYPES[dtype], capacity_factor,
                       ssc_dir, ep, rank, ep_group.group_key(group, ep))
     return state, _MoeFunction(state, group)
@@ -107,7 +116,7 @@ def make_core(hidden_size, intermediate_size, num_local_experts, topk, dtype, ca
 
 class HyperParallelMoEFFN(nn.Cell):
     def __init__(self, hidden_size, intermediate_size, num_local_experts, topk, *, dtype=mstype.float32,
-                 capacity_factor=None, ssc_dir=None, group=None):
+                 capacity_factor=None, ssc_dir=None, group=None, tokens=None):
         super().__init__()
         if dtype not in DTYPES:
             raise InputError(f"dtype must be one of float32, float16, bfloat16, got {dtype}")
@@ -116,7 +125,7 @@ class HyperParallelMoEFFN(nn.Cell):
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise InputError(f"{name} must be a positive integer, got {v!r}")
         self.state, self.moe = make_core(hidden_size, intermediate_size, num_local_experts, topk, dtype,
-                                         capacity_factor, ssc_dir, group)
+                                         capacity_factor, ssc_dir, group, tokens)
         ep, rank = self.state.ep, self.state.rank
         self.hidden_size, self.intermediate_size, self.topk = hidden_size, intermediate_size, topk
         self.num_local_experts, self.ep, self.rank, self.dtype = num_local_experts, ep, rank, dtype

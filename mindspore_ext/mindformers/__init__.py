@@ -43,7 +43,7 @@ class HyperParallelFFN(nn.Cell):
     """FFNGroupedGEMM's interface on hpmoe: construct(tokens, router_coeff, expert_index) -> [B, S, h]."""
 
     def __init__(self, weight1, weight2, num_local_experts, hidden_size, ffn_hidden_size, topk, *,
-                 dtype=mstype.float32, capacity_factor=None, ssc_dir=None, group=None):
+                 dtype=mstype.float32, capacity_factor=None, ssc_dir=None, group=None, tokens=None):
         super().__init__()
         self.weight1, self.weight2 = weight1, weight2
         self.num_local_experts, self.hidden_size, self.ffn_hidden_size = num_local_experts, hidden_size, \
@@ -51,7 +51,7 @@ class HyperParallelFFN(nn.Cell):
         map_weights(weight1, weight2, num_local_experts, hidden_size, ffn_hidden_size)  # shape check now
         self.dtype = dtype
         self.state, self.moe = make_core(hidden_size, ffn_hidden_size, num_local_experts, topk, dtype,
-                                         capacity_factor, ssc_dir, group)
+                                         capacity_factor, ssc_dir, group, tokens)
 
     def construct(self, tokens, router_coeff, expert_index):
         shape = tokens.shape
@@ -64,7 +64,7 @@ class HyperParallelFFN(nn.Cell):
 
 def replace_ffn_grouped_gemm(model: nn.Cell, topk: int, **kwargs) -> int:
     """Swap every FFNGroupedGEMM in `model` for a HyperParallelFFN on the same Parameters; returns how many.
-    Needs MindFormers importable; kwargs go to HyperParallelFFN (dtype, capacity_factor, ssc_dir, group)."""
+    Needs MindFormers importable; kwargs go to HyperParallelFFN (dtype, capacity_factor, ssc_dir, group; tokens on the NPU route)."""
     import importlib
 
     ffn_cls = importlib.import_module(FFN_CLASS_PATH).FFNGroupedGEMM

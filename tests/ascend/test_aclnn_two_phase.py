@@ -6,14 +6,13 @@ windows. Forward + backward of an EP-2 group, ranks as threads: within the float
 to the CPU twin (y, dx, dw1, dw2)."""
 from __future__ import annotations
 
-import ctypes
 import threading
 
 import numpy as np
 import pytest
 
 from ascend_helpers import case, run
-from hpmoe.runtime import native
+from hpmoe.runtime import aclnn_stub, native
 from hpmoe.runtime.dtypes import to_float64, to_storage
 from hpmoe.runtime.routing import plan_rank
 from hpmoe.runtime.tolerances import compare
@@ -23,51 +22,16 @@ from hpmoe.ssc_format import Slot
 ascend_route = pytest.importorskip("hpmoe.mindspore.ascend_route")
 
 
-class AclTensor(ctypes.Structure):  # stub_runner/aclnn_api.cpp
-    _fields_ = [("data", ctypes.c_void_p), ("dims", ctypes.c_int64 * 4), ("ndim", ctypes.c_uint32),
-                ("reserved", ctypes.c_uint32)]
-
-
-def acl(a: np.ndarray | None):
-    if a is None:
-        return None
-    assert a.flags.c_contiguous and a.ndim <= 4
-    t = AclTensor(a.ctypes.data, (ctypes.c_int64 * 4)(*a.shape), a.ndim, 0)
-    return ctypes.pointer(t)
-
-
-def _lib():
-    L = ctypes.CDLL(str(native.library_path("ascendc-cpu")))
-    P = ctypes.POINTER(AclTensor)
-    L.aclnnHyperParallelMoeGetWorkspaceSize.argtypes = ([P] * 11 + [ctypes.c_char_p] + [ctypes.c_int64] * 6 +
-                                                        [P] * 5 + [ctypes.POINTER(ctypes.c_uint64),
-                                                                   ctypes.POINTER(ctypes.c_void_p)])
-    L.aclnnHyperParallelMoe.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_void_p]
-    L.hpmoe_stub_hccl_group.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64]
-    L.hpmoe_aclnn_last_error.restype = ctypes.c_char_p
-    return L
-
-
-def _call(L, inputs: tuple, outputs: tuple, attrs) -> None:
-    """Both phases, as CANN's generated API is called: size the workspace, allocate it, launch."""
-    size, executor = ctypes.c_uint64(), ctypes.c_void_p()
-    a = attrs.values()
-    if L.aclnnHyperParallelMoeGetWorkspaceSize(*[acl(t) for t in inputs], a[0].encode(), *a[1:],
-                                               *[acl(t) for t in outputs], ctypes.byref(size),
-                                               ctypes.byref(executor)):
-        raise native.RuntimeFailure(L.hpmoe_aclnn_last_error().decode())
-    workspace = np.empty(size.value, np.uint8)
-    if L.aclnnHyperParallelMoe(workspace.ctypes.data, size.value, executor, None):
-        raise native.RuntimeFailure(L.hpmoe_aclnn_last_error().decode())
+def _call(inputs: tuple, outputs: tuple, attrs) -> None:
+    aclnn_stub.call(inputs, outputs, attrs.values())
 
 
 def test_forward_and_backward_through_the_two_phase_api():
     cfg, inputs, ref, schedules = case("skewed", seed=17, dtype="bf16", ep=2, topk=2)
     _, twin_bits, _ = run("cpu", cfg, inputs, schedules)
-    L = _lib()
     nonce = ascend_route.draw_window_nonce()
     with CpuTwin(cfg, schedules, backend="ascendc-cpu") as group:  # only its heap: the group's windows
-        assert L.hpmoe_stub_hccl_group(b"hpmoe_ep", group.heap.base, cfg.ep, group.layout.segment_bytes) == 0
+        aclnn_stub.register_group("hpmoe_ep", group.heap.base, cfg.ep, group.layout.segment_bytes)
         counters = group.layout.counters
         dt = cfg.dtype
         T, h, I, E, k = cfg.tokens, cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk
@@ -95,7 +59,7 @@ def test_forward_and_backward_through_the_two_phase_api():
                                             t["token_rows"], t["ssc"]["bwd" if direction else "fwd"],
                                             np.array([1], np.int64))
             try:
-                _call(L, ins, tuple(outs[r][n] for n in ascend_route.OUTPUTS), attrs)
+                _call(ins, tuple(outs[r][n] for n in ascend_route.OUTPUTS), attrs)
             except native.RuntimeFailure as exc:
                 errors.append(str(exc))
 
@@ -117,9 +81,8 @@ def test_forward_and_backward_through_the_two_phase_api():
 
 def test_phase_one_refuses_a_call_the_op_cannot_run():
     cfg, inputs, _, schedules = case("random", seed=2, dtype="fp32", ep=1, topk=2)
-    L = _lib()
     with CpuTwin(cfg, schedules, backend="ascendc-cpu") as group:
-        L.hpmoe_stub_hccl_group(b"hpmoe_one", group.heap.base, 1, group.layout.segment_bytes)
+        aclnn_stub.register_group("hpmoe_one", group.heap.base, 1, group.layout.segment_bytes)
         plan = plan_rank(cfg, inputs.topk_ids[0])
         x = np.zeros((cfg.tokens, cfg.hidden), np.float32)
         ins = ascend_route.aclnn_inputs(x, np.zeros((cfg.experts_per_rank, cfg.hidden, 2 * cfg.inter), np.float32),
@@ -131,6 +94,6 @@ def test_phase_one_refuses_a_call_the_op_cannot_run():
         outs = tuple(np.zeros(1, np.float32) for _ in ascend_route.OUTPUTS)
         c = group.layout.counters
         with pytest.raises(native.RuntimeFailure, match="tiling function refused"):  # window_nonce 0
-            _call(L, ins, outs, ascend_route.AclnnAttrs("hpmoe_one", 0, 0, c[0], c[1], 0))
+            _call(ins, outs, ascend_route.AclnnAttrs("hpmoe_one", 0, 0, c[0], c[1], 0))
         with pytest.raises(native.RuntimeFailure, match="no communicator named 'elsewhere'"):
-            _call(L, ins, outs, ascend_route.AclnnAttrs("elsewhere", 0, 0, c[0], c[1], 5))
+            _call(ins, outs, ascend_route.AclnnAttrs("elsewhere", 0, 0, c[0], c[1], 5))

@@ -1,7 +1,7 @@
 """The NPU route of hpmoe.mindspore, without an NPU: the route choice is explicit (the CPU twin unless the
 device is Ascend and the op package is installed), and the Custom op is built with the op's name, func_type
 "aot", its 11 inputs (dy optional), 5 outputs and every attribute with its value. The device check is mocked;
-nothing here runs on an NPU."""
+nothing here runs on an NPU. The cell running through the route: test_ms_npu_route.py."""
 from __future__ import annotations
 
 import json
@@ -12,14 +12,16 @@ ms = pytest.importorskip("mindspore")
 from hpmoe.mindspore import ascend_route  # noqa: E402
 
 
-def test_route_is_the_cpu_twin_here():
+def test_route_is_the_cpu_twin_here(monkeypatch):
     assert ms.get_context("device_target") == "CPU"
     assert not ascend_route.npu_route()
+    monkeypatch.setattr(ascend_route.ascend, "ascend_op_installed", lambda: True)
+    assert not ascend_route.npu_route()  # the package alone does not pick the NPU route
 
 
 def test_npu_route_builds_the_aclnn_custom_op(monkeypatch):
-    monkeypatch.setattr(ascend_route.ms, "get_context", lambda key: "Ascend")
-    monkeypatch.setattr(ascend_route, "ascend_op_installed", lambda: True)
+    monkeypatch.setattr(ascend_route.ascend, "on_ascend_device", lambda: True)
+    monkeypatch.setattr(ascend_route.ascend, "ascend_op_installed", lambda: True)
     assert ascend_route.npu_route()
     built = {}
 
@@ -52,14 +54,3 @@ def test_aclnn_inputs_keep_the_op_order():
     args = [f"t{i}" for i in range(11)]
     assert ascend_route.aclnn_inputs(*args) == tuple(args)
     assert 0 < ascend_route.draw_window_nonce() < 2 ** 63
-
-
-def test_cell_on_ascend_refuses_in_one_line_instead_of_running_the_twin(monkeypatch):
-    from hpmoe.errors import InputError
-    from hpmoe.mindspore import moe_ffn
-
-    monkeypatch.setattr(moe_ffn.ms, "get_context", lambda key: "Ascend" if key == "device_target" else None)
-    monkeypatch.setattr(moe_ffn, "require_ascend_op", lambda: None)
-    with pytest.raises(InputError, match="not wired into HyperParallelMoEFFN yet") as err:
-        moe_ffn.make_core(8, 4, 2, 2, ms.float32, None, None, None)
-    assert "\n" not in str(err.value)

@@ -55,6 +55,21 @@ def rows_to_each_rank(topk_ids: np.ndarray, experts_per_rank: int, ep: int) -> n
     return np.bincount(owner, minlength=ep)[:ep].astype(np.int32)
 
 
+def check_topk_ids(base: MoeConfig, topk_ids: np.ndarray) -> np.ndarray:
+    """One rank's topk_ids [T, k]: integers in range, no expert twice per token; returned as int32."""
+    ids = np.asarray(topk_ids)
+    want = (base.tokens, base.topk)
+    if ids.shape != want:
+        raise InputError(f"topk_ids must have shape {want}, got {ids.shape}")
+    check_ids("topk_ids", ids, base.num_experts)
+    if base.topk > 1 and ids.size:
+        s = np.sort(ids, axis=1)
+        dup = np.nonzero((s[:, 1:] == s[:, :-1]).any(axis=1))[0]
+        if dup.size:
+            raise InputError(f"topk_ids row {int(dup[0])} names one expert twice: {ids[dup[0]].tolist()}")
+    return np.ascontiguousarray(ids, np.int32)
+
+
 class RankSession:
     def __init__(self, base: MoeConfig, rank: int, ssc_dir=None, group_key: str | None = None,
                  timeout_s: float = 60.0, on_load=None):
@@ -71,17 +86,7 @@ class RankSession:
 
     # ---- per call ------------------------------------------------------------------------------
     def check_ids(self, topk_ids: np.ndarray) -> np.ndarray:
-        ids = np.asarray(topk_ids)
-        want = (self.base.tokens, self.base.topk)
-        if ids.shape != want:
-            raise InputError(f"topk_ids must have shape {want}, got {ids.shape}")
-        check_ids("topk_ids", ids, self.base.num_experts)
-        if self.base.topk > 1 and ids.size:
-            s = np.sort(ids, axis=1)
-            dup = np.nonzero((s[:, 1:] == s[:, :-1]).any(axis=1))[0]
-            if dup.size:
-                raise InputError(f"topk_ids row {int(dup[0])} names one expert twice: {ids[dup[0]].tolist()}")
-        return np.ascontiguousarray(ids, np.int32)
+        return check_topk_ids(self.base, topk_ids)
 
     def prepare(self, topk_ids: np.ndarray, group_rows: np.ndarray) -> tuple[np.ndarray, ...]:
         """group_rows [ep, ep]: rows each source rank sends each destination, agreed by the whole group.
