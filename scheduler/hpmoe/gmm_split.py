@@ -14,8 +14,10 @@ ceil(workers / tiles) blocks, and never less than GMM_TILE_N. An explicit cfg.gm
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from .config import MoeConfig
+if TYPE_CHECKING:  # config.py checks act_n_block through act_split, which imports this module
+    from .config import MoeConfig
 
 GMM_TILE_N = 256  # output columns of one CUDA GMM tile (op_kernel/cuda/block_gemm_wgmma.cuh kBN)
 
