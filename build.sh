@@ -92,7 +92,8 @@ run_tests() {
   HPMOE_CPU_LIB=$BUILD/_asan/op_host/cpu/libhpmoe_cpu.so ASAN_OPTIONS=detect_leaks=0 \
     LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
     "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/runtime/test_runtime_twin_numerics.py \
-    tests/runtime/test_runtime_robustness.py tests/runtime/test_runtime_processes.py
+    tests/runtime/test_runtime_robustness.py tests/runtime/test_runtime_processes.py \
+    tests/runtime/test_act_split_twin.py
   log "AscendC kernel on the stubs (--backend ascendc-cpu) against the sanitized libraries"
   HPMOE_CPU_LIB=$BUILD/_asan/op_host/cpu/libhpmoe_cpu.so \
     HPMOE_ASCENDC_CPU_LIB=$BUILD/_asan/op_host/ascend/libhpmoe_ascendc_cpu.so ASAN_OPTIONS=detect_leaks=0 \

@@ -2,7 +2,8 @@
 the kernels' times and a Perfetto trace for benchmarks/cuda_trace_summary.py, to see where a slow shape's
 time goes (which task types, how many blocks busy over time).
 
-    python3 benchmarks/cuda_shape_trace.py mixtral-8x7b:4096 --out trace.json [--gmm-n-block N] [--pipelines]
+    python3 benchmarks/cuda_shape_trace.py mixtral-8x7b:4096 --out trace.json [--gmm-n-block N] [--act-n-block N]
+        [--pipelines]
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_user_step import SHAPES  # noqa: E402
 
+from hpmoe.act_split import act_n_block  # noqa: E402
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.cuda.group import CudaGroup  # noqa: E402
 from hpmoe.cuda.trace import write_trace  # noqa: E402
@@ -28,6 +30,8 @@ def main() -> int:
     p.add_argument("shape", help=f"MODEL:TOKENS, MODEL one of {', '.join(SHAPES)}")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--gmm-n-block", type=int, default=None, help="override the column block (0: whole width)")
+    p.add_argument("--act-n-block", type=int, default=None,
+                   help="override the SwiGLU column block (0: the rule; I or more: whole rows)")
     p.add_argument("--pipelines", action="store_true", help="force row pipelines")
     p.add_argument("--workers", help="AIC+AIV blocks, e.g. 96+36 (default: MoEFFN's)")
     args = p.parse_args()
@@ -42,6 +46,8 @@ def main() -> int:
         cfg = cfg.replace(num_aic=aic, num_aiv=aiv)
     if args.gmm_n_block is not None:
         cfg = cfg.replace(gmm_n_block=args.gmm_n_block)
+    if args.act_n_block is not None:
+        cfg = cfg.replace(act_n_block=args.act_n_block)
     ids, weights = make_routing(make_config(None, {"ep": 1, "tokens": int(tokens), "hidden": h, "inter": inter,
                                                    "experts_per_rank": E, "topk": k, "dtype": "bf16"}), "random", 0)
     rng = np.random.default_rng(0)
@@ -58,7 +64,7 @@ def main() -> int:
         stamps = {(d, 0): g.trace(0, d) for d in ("fwd", "bwd")}
         write_trace(args.out, g.schedules, stamps)
     print(f"{args.shape}: row_pipelines={cfg.row_pipelines} claim_pool={cfg.claim_pool} gmm_n_block={cfg.gmm_n_block}"
-          f" workers {cfg.num_aic}+{cfg.num_aiv}: fwd {f:.2f} ms, bwd {b:.2f} ms")
+          f" act_n_block={act_n_block(cfg)} workers {cfg.num_aic}+{cfg.num_aiv}: fwd {f:.2f} ms, bwd {b:.2f} ms")
     return 0
 
 

@@ -74,6 +74,8 @@ COMPILE = [(["compile", *SMALL, *args, "-o", "{out}"], needle) for args, needle 
     (["--tokens", "1e3"], "--tokens: must be an integer"), (["--hidden", "0"], "--hidden: must be a positive"),
     (["--hidden", "70"], "hidden=70 is not divisible by wgrad_tile=16"), (["--inter", "-32"], "--inter: must"),
     (["--hidden", "3000000000"], "--hidden: must be in [1, 2147483647]"),
+    (["--act-n-block", "12"], "act_n_block=12 is not a multiple of 8"),
+    (["--gmm-n-block", "16", "--act-n-block", "8"], "not a multiple of the GMM column block 16"),
     (["--experts-per-rank", "0"], "--experts-per-rank: must"), (["--topk", "0"], "--topk: must"),
     (["--topk", "9"], "topk=9 is larger than the number of experts"), (["--dtype", "fp64"], "dtype must be one of"),
     (["--dtype", ""], "dtype must be one of"), (["--tile-m", "0"], "--tile-m: must"),
@@ -149,12 +151,14 @@ RUN = [(["run", *args], needle) for args, needle in [
     (["--backend", "cuda", "--dtype", "bf16", "--ep", "4096"], "the limit is"),
     (["--backend", "ascendc-cpu", "--mixed-queues"], "AIC cannot run: drop it for --backend ascendc-cpu"),
     (["--backend", "ascendc-cpu", "--claim-pool"], "not built for the AscendC kernel"),
+    (["--backend", "ascendc-cpu", "--act-n-block", "16"], "splits SwiGLU into column blocks"),
 ]]
 
 SIMULATE = [(["simulate", *SMALL, *args], needle) for args, needle in [
     (["--hw", "{missing}"], "No such file or directory"), (["--hw", "{dir}"], "Is a directory"),
     (["--mixed-queues"], "compile with --no-mixed-queues"),
     (["--claim-pool"], "compile without --claim-pool"),
+    (["--act-n-block", "16"], "compile without --act-n-block"),
     (["--hw", "{hw_inf}"], "hbm_gbps must be finite"), (["--hw", "{hw_nan}"], "link_gbps must be finite"),
     (["--hw", "{hw_unknown}"], "unknown hardware parameter 'warp_size'"),
     (["--hw", "{hw_str}"], "num_aic must be a number"), (["--hw", "{notjson}"], "not JSON"),

@@ -60,13 +60,17 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   if (cfg.flags & ssc::kConfigWeightsTransposed)
     return "the SSC reads weights in nn.Linear's layout (W1 [E, 2I, h]), which this kernel does not: compile "
            "without --weights-transposed";
-  for (uint32_t i = 0; i < loaded.view.num_tasks; ++i) {  // the cube handlers write whole expert widths
+  for (uint32_t i = 0; i < loaded.view.num_tasks; ++i) {  // the handlers write whole expert widths
     const ssc::SscTask& task = loaded.view.tasks[i];
     const ssc::SscTensorRef& o = task.outputs[0];
-    if ((task.task_type == ssc::kTaskGmm || task.task_type == ssc::kTaskGmmTransB) &&
-        (o.col_offset != 0 || o.slot >= ssc::kSlotCount || o.cols != rt::ExpectedSlotSpec(cfg, o.slot).dims[1]))
+    const bool split = o.col_offset != 0 || o.slot >= ssc::kSlotCount ||
+                       o.cols != rt::ExpectedSlotSpec(cfg, o.slot).dims[1];
+    if ((task.task_type == ssc::kTaskGmm || task.task_type == ssc::kTaskGmmTransB) && split)
       return "the SSC splits GMM outputs into column blocks, which this kernel does not build: compile with "
              "--gmm-n-block at least max(2*inter, hidden)";
+    if ((task.task_type == ssc::kTaskSwiglu || task.task_type == ssc::kTaskSwigluGrad) && split)
+      return "the SSC splits SwiGLU into column blocks, which this kernel does not build: compile with "
+             "--act-n-block at least inter";
   }
   if (2 * cfg.num_aic > req.core_num_aiv)
     return Format("the SSC needs %u AIV cores; this device has %u", 2 * cfg.num_aic, req.core_num_aiv);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "../runtime/status.h"
+#include "../runtime/swiglu_block.h"
 #include "dtype.h"
 #include "gemm.h"
 #include "row_segments.h"
@@ -137,52 +138,67 @@ int32_t RunWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTa
   });
 }
 
+namespace {
+
+// Rows [r0, r0 + m) x columns [off, off + n) of `slot`, rounded from fp32 `src` (row stride n).
+void StoreBlock(const RankContext& ctx, uint32_t slot, uint64_t r0, uint64_t m, uint64_t off, uint64_t n,
+                const float* src) {
+  const uint32_t dtype = ctx.DType(slot);
+  const uint64_t es = DTypeBytes(dtype);
+  for (uint64_t i = 0; i < m; ++i) StoreF32(src + i * n, dtype, n, ctx.Row(slot, r0 + i) + off * es);
+}
+
+}  // namespace
+
+// A column block of A (swiglu_block.h; the whole width is the block [0, I)): gate and up columns are read as
+// two ranges, so a block and the whole width run the same per-element arithmetic (bitwise-equal outputs).
 int32_t RunSwiglu(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
-  const SscTensorRef& h = t.inputs[0];
-  const SscTensorRef& out = t.outputs[0];
   const uint64_t inter = ctx.cfg.inter;
-  if (h.slot != ssc::kSlotH || !FullCols(ctx, h) || h.cols != 2 * inter || !FullCols(ctx, out) ||
-      out.cols != inter || !SameRows(h, out))
-    return rt::kErrRegion;
-  return ForEachValidRange(ctx, h.row_offset, h.rows, [&](uint64_t r0, uint64_t r1) {
-    int64_t ld;
-    const float* hv = RowsF32(ctx, h.slot, r0, r1 - r0, 0, 2 * inter, s.a, &ld);
-    for (uint64_t i = 0; i < r1 - r0; ++i) {
-      const float* g = hv + i * ld;
-      const float* u = g + inter;
-      float* o = s.out + i * inter;
-      for (uint64_t c = 0; c < inter; ++c) o[c] = g[c] * Sigmoid(g[c]) * u[c];
+  rt::SwigluBlock b;
+  if (!rt::SwigluBlockOf(t, inter, &b)) return rt::kErrRegion;
+  const uint64_t n = b.cols;
+  return ForEachValidRange(ctx, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
+    const uint64_t m = r1 - r0;
+    int64_t ldg, ldu;
+    const float* gv = RowsF32(ctx, ssc::kSlotH, r0, m, b.c0, n, s.a, &ldg);
+    const float* uv = RowsF32(ctx, ssc::kSlotH, r0, m, inter + b.c0, n, s.a + m * n, &ldu);
+    for (uint64_t i = 0; i < m; ++i) {
+      const float* g = gv + i * ldg;
+      const float* u = uv + i * ldu;
+      float* o = s.out + i * n;
+      for (uint64_t c = 0; c < n; ++c) o[c] = g[c] * Sigmoid(g[c]) * u[c];
     }
-    StoreF32(s.out, ctx.DType(out.slot), (r1 - r0) * inter, ctx.Row(out.slot, r0));
+    StoreBlock(ctx, ssc::kSlotA, r0, m, b.c0, n, s.out);
   });
 }
 
 int32_t RunSwigluGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
-  const SscTensorRef& da = t.inputs[0];
-  const SscTensorRef& h = t.inputs[1];
-  const SscTensorRef& out = t.outputs[0];
   const uint64_t inter = ctx.cfg.inter;
-  if (da.slot == ssc::kNoSlot || h.slot != ssc::kSlotH || !FullCols(ctx, da) || da.cols != inter ||
-      !FullCols(ctx, h) || !FullCols(ctx, out) || out.cols != 2 * inter || !SameRows(da, out) ||
-      !SameRows(h, out))
-    return rt::kErrRegion;
-  return ForEachValidRange(ctx, out.row_offset, out.rows, [&](uint64_t r0, uint64_t r1) {
-    int64_t ldh, ldd;
-    const float* hv = RowsF32(ctx, h.slot, r0, r1 - r0, 0, 2 * inter, s.a, &ldh);
-    const float* dv = RowsF32(ctx, da.slot, r0, r1 - r0, 0, inter, s.b, &ldd);
-    for (uint64_t i = 0; i < r1 - r0; ++i) {
-      const float* g = hv + i * ldh;
-      const float* u = g + inter;
+  rt::SwigluBlock b;
+  if (!rt::SwigluGradBlockOf(t, inter, &b)) return rt::kErrRegion;
+  const uint64_t n = b.cols;
+  return ForEachValidRange(ctx, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
+    const uint64_t m = r1 - r0;
+    int64_t ldg, ldu, ldd;
+    const float* gv = RowsF32(ctx, ssc::kSlotH, r0, m, b.c0, n, s.a, &ldg);
+    const float* uv = RowsF32(ctx, ssc::kSlotH, r0, m, inter + b.c0, n, s.a + m * n, &ldu);
+    const float* dv = RowsF32(ctx, ssc::kSlotDA, r0, m, b.c0, n, s.b, &ldd);
+    float* dgv = s.out;
+    float* duv = s.out + m * n;
+    for (uint64_t i = 0; i < m; ++i) {
+      const float* g = gv + i * ldg;
+      const float* u = uv + i * ldu;
       const float* d = dv + i * ldd;
-      float* dg = s.out + i * 2 * inter;
-      float* du = dg + inter;
-      for (uint64_t c = 0; c < inter; ++c) {
+      float* dg = dgv + i * n;
+      float* du = duv + i * n;
+      for (uint64_t c = 0; c < n; ++c) {
         const float sg = Sigmoid(g[c]);
         du[c] = d[c] * g[c] * sg;
         dg[c] = d[c] * u[c] * sg * (1.0f + g[c] * (1.0f - sg));
       }
     }
-    StoreF32(s.out, ctx.DType(out.slot), (r1 - r0) * 2 * inter, ctx.Row(out.slot, r0));
+    StoreBlock(ctx, ssc::kSlotDH, r0, m, b.c0, n, dgv);
+    StoreBlock(ctx, ssc::kSlotDH, r0, m, inter + b.c0, n, duv);
   });
 }
 

@@ -1,9 +1,10 @@
-// The vector-role compute handlers: SwiGLU and its gradient on a row tile's valid rows, the weighted top-k
-// reductions over a token tile (j ascending, fp32, one rounding), the router-weight gradient (one warp per
-// (t, j): lanes sum fixed column strides, then a fixed butterfly), and ADD. 8-element vectors throughout
-// (the launcher requires h, I and wgrad_tile to be multiples of 8).
+// The vector-role compute handlers: SwiGLU and its gradient on a column block of a row tile's valid rows,
+// the weighted top-k reductions over a token tile (j ascending, fp32, one rounding), the router-weight
+// gradient (one warp per (t, j): lanes sum fixed column strides, then a fixed butterfly), and ADD. 8-element
+// vectors throughout (the launcher requires h, I and wgrad_tile to be multiples of 8).
 #pragma once
 
+#include "../runtime/swiglu_block.h"
 #include "handlers_gemm.cuh"
 
 namespace hpmoe {
@@ -41,18 +42,18 @@ __device__ __forceinline__ void ForEachVecBatch(uint64_t r0, uint64_t r1, uint32
   }
 }
 
+// A column block of A (rt::SwigluBlock: the whole width is the block [0, I)); blocks start and end on
+// 8-element vectors (act_n_block and I are multiples of 8). The same vectors get the same arithmetic in any
+// block, so a split schedule's outputs are bitwise the whole width's.
 template <class T>
 __device__ int32_t RunSwiglu(const DeviceRank& d, const ssc::SscTask& t) {
-  const ssc::SscTensorRef& h = t.inputs[0];
-  const ssc::SscTensorRef& out = t.outputs[0];
   const uint64_t inter = d.cfg.inter;
-  if (h.slot != ssc::kSlotH || !FullCols(d, h) || h.cols != 2 * inter || !FullCols(d, out) || out.cols != inter ||
-      !SameRows(h, out))
-    return rt::kErrRegion;
-  const T* hs = d.Slot<T>(h.slot);
-  T* as = d.Slot<T>(out.slot);
-  const uint32_t vecs = uint32_t(inter / 8);
-  return ForEachValidRange(d, h.row_offset, h.rows, [&](uint64_t r0, uint64_t r1) {
+  rt::SwigluBlock b;
+  if (!rt::SwigluBlockOf(t, inter, &b) || b.c0 % 8 != 0 || b.cols % 8 != 0) return rt::kErrRegion;
+  const T* hs = d.Slot<T>(ssc::kSlotH) + b.c0;  // gate at hs[r * 2I + c], up at hs[r * 2I + I + c]
+  T* as = d.Slot<T>(ssc::kSlotA) + b.c0;
+  const uint32_t vecs = uint32_t(b.cols / 8);
+  return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
     // kVecUnroll vectors per thread per pass: their loads are all issued before any is used (latency-bound
     // otherwise: two 16-byte loads in flight per thread moved about 7 GB/s per block).
     ForEachVecBatch(r0, r1, vecs, [&](const uint64_t* row, const uint64_t* col, const bool* ok) {
@@ -80,18 +81,14 @@ __device__ int32_t RunSwiglu(const DeviceRank& d, const ssc::SscTask& t) {
 
 template <class T>
 __device__ int32_t RunSwigluGrad(const DeviceRank& d, const ssc::SscTask& t) {
-  const ssc::SscTensorRef& da = t.inputs[0];
-  const ssc::SscTensorRef& h = t.inputs[1];
-  const ssc::SscTensorRef& out = t.outputs[0];
   const uint64_t inter = d.cfg.inter;
-  if (!FullCols(d, da) || da.cols != inter || h.slot != ssc::kSlotH || !FullCols(d, h) || !FullCols(d, out) ||
-      out.cols != 2 * inter || !SameRows(da, out) || !SameRows(h, out))
-    return rt::kErrRegion;
-  const T* hs = d.Slot<T>(h.slot);
-  const T* das = d.Slot<T>(da.slot);
-  T* dhs = d.Slot<T>(out.slot);
-  const uint32_t vecs = uint32_t(inter / 8);
-  return ForEachValidRange(d, out.row_offset, out.rows, [&](uint64_t r0, uint64_t r1) {
+  rt::SwigluBlock b;
+  if (!rt::SwigluGradBlockOf(t, inter, &b) || b.c0 % 8 != 0 || b.cols % 8 != 0) return rt::kErrRegion;
+  const T* hs = d.Slot<T>(ssc::kSlotH) + b.c0;
+  const T* das = d.Slot<T>(ssc::kSlotDA) + b.c0;
+  T* dhs = d.Slot<T>(ssc::kSlotDH) + b.c0;
+  const uint32_t vecs = uint32_t(b.cols / 8);
+  return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
     ForEachVecBatch(r0, r1, vecs, [&](const uint64_t* row, const uint64_t* col, const bool* ok) {
       uint4 g[kVecUnroll], u[kVecUnroll], dv[kVecUnroll];
 #pragma unroll

@@ -50,6 +50,8 @@ constexpr TaskAccess kTaskAccess[] = {
     {ssc::kTaskGmm, kAccessFwd, {HPMOE_B(RecvX), HPMOE_B(W1), HPMOE_B(RecvCounts), 0}, {HPMOE_B(H), 0}},
     {ssc::kTaskGmm, kAccessFwd, {HPMOE_B(A), HPMOE_B(W2), HPMOE_B(RecvCounts), 0}, {HPMOE_B(YExpert), 0}},
     {ssc::kTaskSwiglu, kAccessFwd, {HPMOE_B(H), HPMOE_B(RecvCounts), 0, 0}, {HPMOE_B(A), 0}},
+    // A column block (swiglu_block.h): H's gate and up columns of the block as two regions.
+    {ssc::kTaskSwiglu, kAccessFwd, {HPMOE_B(H), HPMOE_B(H), HPMOE_B(RecvCounts), 0}, {HPMOE_B(A), 0}},
     {ssc::kTaskCombinePut, kAccessFwd | kAccessRemoteOutput, {HPMOE_B(YExpert), HPMOE_B(RecvCounts), 0, 0},
      {HPMOE_B(RetY), 0}},
     {ssc::kTaskCombinePut, kAccessBwd | kAccessRemoteOutput, {HPMOE_B(DxExpert), HPMOE_B(RecvCounts), 0, 0},
@@ -70,6 +72,8 @@ constexpr TaskAccess kTaskAccess[] = {
     {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsT, {HPMOE_B(DH), HPMOE_B(RecvX), HPMOE_B(RecvCounts), 0},
      {HPMOE_B(DW1), 0}},
     {ssc::kTaskSwigluGrad, kAccessBwd, {HPMOE_B(DA), HPMOE_B(H), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DH), 0}},
+    {ssc::kTaskSwigluGrad, kAccessBwd, {HPMOE_B(DA), HPMOE_B(H), HPMOE_B(H), HPMOE_B(RecvCounts)},
+     {HPMOE_B(DH), HPMOE_B(DH)}},
     {ssc::kTaskBwdCombineReduce, kAccessBwd, {HPMOE_B(RetDx), HPMOE_B(TokenRows), 0, 0}, {HPMOE_B(Dx), 0}},
     {ssc::kTaskTopkWeightGrad, kAccessBwd, {HPMOE_B(Dy), HPMOE_B(RetY), HPMOE_B(TokenRows), 0},
      {HPMOE_B(DTopkWeights), 0}},

@@ -5,10 +5,11 @@ import dataclasses
 
 import numpy as np
 
+from .act_split import act_blocks
 from .config import MoeConfig
 from .errors import ScheduleError
 from .events import Event, assign_events
-from .fill import GMM_TYPES, fill_rank
+from .fill import ACT_TYPES, GMM_TYPES, fill_rank
 from .gmm_split import col_blocks
 from .graphs import build_graph
 from .odg import OperatorGraph
@@ -74,7 +75,12 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
             m = cfg.token_tile
         else:
             m = cfg.recv_rows // node.task_num
-        n = col_blocks(cfg, out.cols)[0][1] if node.task_type in GMM_TYPES else out.cols
+        if node.task_type in GMM_TYPES:
+            n = col_blocks(cfg, out.cols)[0][1]
+        elif node.task_type in ACT_TYPES:  # output columns per task: the block of A, of dH's gate and up
+            n = act_blocks(cfg)[0][1] * out.cols // cfg.inter
+        else:
+            n = out.cols
         rec[node.op_id] = (node.op_id, node.task_type, m, n, k, cfg.experts_per_rank, (0, 0))
     return rec
 

@@ -10,6 +10,7 @@ import math
 from typing import Any, Mapping
 
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
+from .act_split import check_block
 from .errors import ConfigError
 from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR, CONFIG_ROW_PIPELINES,
                          CONFIG_WEIGHTS_TRANSPOSED, DType)
@@ -40,6 +41,7 @@ class MoeConfig:
     claim_pool: bool = False  # weight-gradient tiles claimed at run time by the cube-queue workers (CPU twin, CUDA)
     weights_transposed: bool = False  # W1 [E, 2I, h], W2 [E, h, I] as nn.Linear stores them (CPU twin, CUDA)
     gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
+    act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: the compiler's choice, act_split.py)
 
     # ---- derived ------------------------------------------------------------------------------
     @property
@@ -124,7 +126,8 @@ MAX_WORKERS = 1024
 INT_FIELDS = {"ep": (1, INT32_MAX), "tokens": (1, INT32_MAX), "hidden": (1, INT32_MAX), "inter": (1, INT32_MAX),
               "experts_per_rank": (1, INT32_MAX), "topk": (1, INT32_MAX), "tile_m": (1, INT32_MAX),
               "recv_rows_per_src": (0, INT32_MAX), "wgrad_tile": (0, INT32_MAX), "token_tile": (0, INT32_MAX),
-              "num_aic": (1, MAX_WORKERS), "num_aiv": (1, MAX_WORKERS), "gmm_n_block": (0, INT32_MAX)}
+              "num_aic": (1, MAX_WORKERS), "num_aiv": (1, MAX_WORKERS), "gmm_n_block": (0, INT32_MAX),
+              "act_n_block": (0, INT32_MAX)}
 
 
 def _check_fields(cfg: MoeConfig) -> None:
@@ -154,6 +157,8 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
                           f"ep*experts_per_rank={cfg.num_experts}")
     if cfg.gmm_n_block % 8:  # a column block starts on a 16-byte boundary of a 16-bit row (GPU vector stores)
         raise ConfigError(f"gmm_n_block={cfg.gmm_n_block} is not a multiple of 8")
+    if cfg.act_n_block % 8:  # the same, for A's and H's column blocks
+        raise ConfigError(f"act_n_block={cfg.act_n_block} is not a multiple of 8")
     changes: dict[str, Any] = {}
     wgrad = cfg.wgrad_tile or _default_wgrad_tile(cfg.hidden, cfg.inter)
     for dim_name in ("hidden", "inter"):
@@ -177,7 +182,9 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
         raise ConfigError(f"buffers of {capacity * cfg.ep} rows exceed the 32-bit row indices of the SSC")
     if cfg.tokens * cfg.topk >= 2**31:
         raise ConfigError(f"tokens*topk={cfg.tokens * cfg.topk} rows exceed the 32-bit row indices of the SSC")
-    return dataclasses.replace(cfg, **changes)
+    resolved = dataclasses.replace(cfg, **changes)
+    check_block(resolved)
+    return resolved
 
 
 def make_config(preset: str | None = None, overrides: Mapping[str, Any] | None = None,

@@ -1,10 +1,10 @@
 """Event counters derived from tensor regions.
 
 For every region a task reads from a slot its graph writes, the producers are the tasks whose output regions
-overlap it. Each distinct producer set on a rank becomes one event counter on that rank (counters live where
-their consumers run); its threshold is the size of the set, and every producer in the set triggers it, with
-put_mem_signal when the producer runs on another rank. Many producers may trigger one counter; many
-consumers may wait on it.
+overlap it; the regions of one slot a task reads count together (one wait). Each distinct producer set on a
+rank becomes one event counter on that rank (counters live where their consumers run); its threshold is the
+size of the set, and every producer in the set triggers it, with put_mem_signal when the producer runs on
+another rank. Many producers may trigger one counter; many consumers may wait on it.
 """
 from __future__ import annotations
 
@@ -58,13 +58,15 @@ class RegionIndex:
         return [(out, uid) for out, uid in self._items[key][lo:hi]
                 if out.row_offset + out.rows > row0 and out.col_offset < col1 and out.col_offset + out.cols > col0]
 
+    def intern(self, uids: tuple[int, ...]) -> tuple[int, ...]:
+        """One object per distinct sorted uid set, so callers can key on id() instead of hashing long tuples."""
+        return self._interned.setdefault(uids, uids)
+
     def producers(self, ref: Ref) -> tuple[int, ...]:
         """Sorted uids of the tasks writing anything inside `ref` (memoised: many tiles read whole buffers)."""
         found = self._cache.get(ref)
         if found is None:
-            found = tuple(sorted({uid for _, uid in self.overlapping(ref)}))
-            # One object per distinct set, so callers can key on id() instead of hashing long tuples.
-            found = self._cache[ref] = self._interned.setdefault(found, found)
+            found = self._cache[ref] = self.intern(tuple(sorted({uid for _, uid in self.overlapping(ref)})))
         return found
 
 
@@ -78,7 +80,7 @@ def assign_events(tasks: list[Task], internal_slots: set[Slot], ranks: list[int]
     for task in tasks:
         if task.rank not in wanted:
             continue
-        sets: list[tuple[int, ...]] = []
+        by_slot: dict[Slot, tuple[int, ...]] = {}
         for ref in task.inputs:
             if ref.slot not in internal_slots:
                 continue
@@ -89,6 +91,11 @@ def assign_events(tasks: list[Task], internal_slots: set[Slot], ranks: list[int]
             if not producers:
                 raise ScheduleError(f"{task.describe()} reads {ref.slot.name} rows "
                                     f"[{ref.row_offset}, {ref.row_end}) that no task writes")
+            # Several regions of one slot (a split SwiGLU's gate and up columns of H) are one wait.
+            seen = by_slot.get(ref.slot)
+            by_slot[ref.slot] = producers if seen is None else index.intern(tuple(sorted({*seen, *producers})))
+        sets: list[tuple[int, ...]] = []
+        for producers in by_slot.values():
             if all(producers is not other for other in sets):
                 sets.append(producers)
         if len(sets) > MAX_WAITS:

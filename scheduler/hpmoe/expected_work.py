@@ -46,7 +46,8 @@ def expected_cost(cfg: MoeConfig, task: Task) -> float:
         next((r for r in task.inputs if r.slot in RECV_SPACE), None)
     if t in (TaskType.DISPATCH_PUT, TaskType.BWD_DISPATCH_PUT, TaskType.COMBINE_PUT, TaskType.SWIGLU,
              TaskType.SWIGLU_GRAD, TaskType.ADD) and region is not None:
-        return TASK_OVERHEAD + expected_valid_rows(cfg, region) * region.cols
+        cols = sum(r.cols for r in task.outputs if r.slot == region.slot)  # a SwiGLU-grad block: gate + up
+        return TASK_OVERHEAD + expected_valid_rows(cfg, region) * (cols or region.cols)
     if t in (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE, TaskType.TOPK_WEIGHT_GRAD):
         return TASK_OVERHEAD + task.outputs[0].rows * cfg.topk * cfg.hidden
     return TASK_OVERHEAD  # entry signals, count puts

@@ -10,6 +10,7 @@ from typing import Callable
 
 from .config import MoeConfig
 from .errors import ScheduleError
+from .act_split import act_blocks, act_n_block
 from .gmm_split import col_blocks
 from .odg import OperatorGraph, OperatorNode, TensorSpec
 from .ssc_format import REF_GATHER, REF_REMOTE, REF_ROWS_DYNAMIC, QueueType, Slot, TaskType
@@ -125,20 +126,49 @@ def _chunk_puts(f: Filler, task_type: TaskType, gathered: list[Ref], send_rows: 
 
 
 GMM_TYPES = (TaskType.GMM, TaskType.GMM_TRANS_B)
+ACT_TYPES = (TaskType.SWIGLU, TaskType.SWIGLU_GRAD)
+
+
+def _row_ref(f: Filler, t: TensorSpec, row0: int, rows: int) -> Ref:
+    return rows_of(t, f.rank, row0, rows, REF_ROWS_DYNAMIC) if t.slot in RECV_SPACE else whole(t, f.rank)
 
 
 def fill_row_tiled(f: Filler) -> None:
     """GMM, SwiGLU and their gradients: tiles of the receive-row space, weights and counts read whole. A GMM
-    row tile is one task per column block of its output (gmm_split.py), blocks left to right."""
+    row tile is one task per column block of its output (gmm_split.py), blocks left to right; a split SwiGLU
+    or SwiGLU gradient goes through fill_act_blocks."""
+    if f.op.task_type in ACT_TYPES and act_n_block(f.cfg):
+        fill_act_blocks(f)
+        return
     (out,) = f.op.outputs
     blocks = col_blocks(f.cfg, out.cols) if f.op.task_type in GMM_TYPES else [(0, out.cols)]
     for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
-        inputs = [rows_of(t, f.rank, row0, rows, REF_ROWS_DYNAMIC) if t.slot in RECV_SPACE else whole(t, f.rank)
-                  for t in f.op.inputs]
+        inputs = [_row_ref(f, t, row0, rows) for t in f.op.inputs]
         for j, (c0, cols) in enumerate(blocks):
             output = Ref(out.slot, f.rank, row0, rows, c0, cols, REF_ROWS_DYNAMIC)
             f.add(f.op.task_type, f.op.queue, i * len(blocks) + j, f.op.task_num * len(blocks), rows, inputs,
                   [output], peer=peer, chunk=chunk)
+
+
+def fill_act_blocks(f: Filler) -> None:
+    """Activation tasks of A's columns [c0, c0 + m) (act_split.py). Every H-wide region ([*, 2I]: H, dH)
+    becomes two, gate [c0, c0 + m) then up [I + c0, I + c0 + m); I-wide ones (A, dA) the block itself.
+    SwiGLU: (H gate, H up, counts) -> A; gradient: (dA, H gate, H up, counts) -> (dH gate, dH up)."""
+    inter = f.cfg.inter
+    blocks = act_blocks(f.cfg)
+
+    def regions(t: TensorSpec, row0: int, rows: int, c0: int, cols: int) -> list[Ref]:
+        if t.slot not in RECV_SPACE:
+            return [whole(t, f.rank)]
+        offsets = (c0, inter + c0) if t.cols == 2 * inter else (c0,)
+        return [Ref(t.slot, f.rank, row0, rows, o, cols, REF_ROWS_DYNAMIC) for o in offsets]
+
+    for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
+        for j, (c0, cols) in enumerate(blocks):
+            inputs = [r for t in f.op.inputs for r in regions(t, row0, rows, c0, cols)]
+            outputs = [r for t in f.op.outputs for r in regions(t, row0, rows, c0, cols)]
+            f.add(f.op.task_type, f.op.queue, i * len(blocks) + j, f.op.task_num * len(blocks), rows, inputs,
+                  outputs, peer=peer, chunk=chunk)
 
 
 def fill_weight_grad(f: Filler) -> None:

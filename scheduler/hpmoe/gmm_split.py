@@ -3,7 +3,8 @@
 A GMM task is one row tile times the whole expert width by default. When the expected busy row tiles are
 fewer than the cube workers (Mixtral: h 4096, I 14336, top-2 at 4096 tokens gives 64 row tiles for 112
 GPU blocks), each GMM op's output columns are split into blocks of `cols_per_task` columns, one task each;
-events follow from the regions (SwiGLU waits on every block of its row tile).
+events follow from the regions (a whole-row SwiGLU waits on every block of its row tile; act_split.py splits
+SwiGLU to match).
 
 Rule (cfg.gmm_n_block == 0): split only for the GPU deals (mixed queues; the AscendC kernel and the A3
 model take whole widths and refuse mixed queues anyway), not with row pipelines (a chain is one unit, so a
@@ -14,8 +15,10 @@ ceil(workers / tiles) blocks, and never less than GMM_TILE_N. An explicit cfg.gm
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from .config import MoeConfig
+if TYPE_CHECKING:  # config.py checks act_n_block through act_split, which imports this module
+    from .config import MoeConfig
 
 GMM_TILE_N = 256  # output columns of one CUDA GMM tile (op_kernel/cuda/block_gemm_wgmma.cuh kBN)
 

@@ -41,6 +41,7 @@ TASK_ACCESS: tuple[Access, ...] = (
     _row(T.GMM, F, [S.RECV_X, S.W1, S.RECV_COUNTS], [S.H]),
     _row(T.GMM, F, [S.A, S.W2, S.RECV_COUNTS], [S.Y_EXPERT]),
     _row(T.SWIGLU, F, [S.H, S.RECV_COUNTS], [S.A]),
+    _row(T.SWIGLU, F, [S.H, S.H, S.RECV_COUNTS], [S.A]),  # column block: H gate, H up (act_split.py)
     _row(T.COMBINE_PUT, F | R, [S.Y_EXPERT, S.RECV_COUNTS], [S.RET_Y]),
     _row(T.COMBINE_PUT, B | R, [S.DX_EXPERT, S.RECV_COUNTS], [S.RET_DX]),
     _row(T.COMBINE_REDUCE, F, [S.RET_Y, S.TOPK_WEIGHTS, S.TOKEN_ROWS], [S.Y]),
@@ -52,6 +53,7 @@ TASK_ACCESS: tuple[Access, ...] = (
     _row(T.GMM_WEIGHT_GRAD, B | WT, [S.RECV_DY, S.A, S.RECV_COUNTS], [S.DW2]),
     _row(T.GMM_WEIGHT_GRAD, B | WT, [S.DH, S.RECV_X, S.RECV_COUNTS], [S.DW1]),
     _row(T.SWIGLU_GRAD, B, [S.DA, S.H, S.RECV_COUNTS], [S.DH]),
+    _row(T.SWIGLU_GRAD, B, [S.DA, S.H, S.H, S.RECV_COUNTS], [S.DH, S.DH]),  # column block: gate, up of H and dH
     _row(T.BWD_COMBINE_REDUCE, B, [S.RET_DX, S.TOKEN_ROWS], [S.DX]),
     _row(T.TOPK_WEIGHT_GRAD, B, [S.DY, S.RET_Y, S.TOKEN_ROWS], [S.DTOPK_WEIGHTS]),
     _row(T.ADD, F | B, [ACTIVATION_SLOTS, ACTIVATION_SLOTS], [ACTIVATION_SLOTS]),

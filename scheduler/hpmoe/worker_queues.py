@@ -27,8 +27,8 @@ SETUP_TYPES = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)  # every put waits on 
 
 
 def _first_half(chain: list[Task]) -> int:
-    """Tasks of a chain's first half: its GMM (every column block of it) and the SwiGLU (or its gradient)."""
-    return next(i for i, t in enumerate(chain) if t.task_type in (TaskType.SWIGLU, TaskType.SWIGLU_GRAD)) + 1
+    """Tasks of a chain's first half: its GMM and the SwiGLU (or its gradient), every column block of each."""
+    return max(i for i, t in enumerate(chain) if t.task_type in (TaskType.SWIGLU, TaskType.SWIGLU_GRAD)) + 1
 
 
 def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], vtq_order: list[Task]) \

@@ -1,6 +1,7 @@
 // The worker loop and everything it includes must compile as device code: built with -ffreestanding
 // -fno-exceptions -fno-rtti -nostdinc++ (tests/cpp/CMakeLists.txt) against a minimal stub backend, and
 // instantiated so every template body is checked.
+#include "../../op_kernel/runtime/swiglu_block.h"  // shared by the CPU twin's and the CUDA handlers
 #include "../../op_kernel/runtime/worker_loop.h"
 
 namespace {

@@ -1,18 +1,21 @@
 """The CUDA backend with weights in nn.Linear's layout (weights_transposed) and with column-split GMM tasks
-(gmm_n_block), on a GPU: every output against float64 (bf16 and fp16, ragged rows, empty experts, top-1 to
-top-8), bitwise repeatable, the transposed layout against the standard one, split against unsplit, and the
-tuner's measuring path. Skips with the reason when the library or a GPU is missing."""
+(gmm_n_block) and activation tasks (act_n_block), on a GPU: every output against float64 (bf16 and fp16,
+ragged rows, empty experts, top-1 to top-8), bitwise repeatable, the transposed layout against the standard
+one, split against unsplit, and the tuner's measuring path. Skips with the reason when the library or a GPU
+is missing."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from hpmoe.act_split import act_n_block
 from hpmoe.config import make_config
 from hpmoe.cuda.native import gpu_count, gpu_unavailable_reason
 from hpmoe.reference import moe_reference
 from hpmoe.runtime.routing import bucket_for, make_routing
 from hpmoe.runtime.tolerances import compare
 from hpmoe.runtime.twin import make_inputs
+from hpmoe.ssc_format import Slot
 
 GPUS = gpu_count()
 needs_gpu = pytest.mark.skipif(GPUS == 0, reason=gpu_unavailable_reason() or "no GPU")
@@ -90,6 +93,41 @@ def test_layouts_and_splits_against_the_standard_schedule(dtype):
         assert np.array_equal(std[0][name], wt[0][name]), f"transposed {name}"
     same = {n: np.array_equal(std[0][n], wt[0][n]) for n in ("dw1", "dw2")}
     print(f"{dtype}: transposed weight gradients bitwise equal to the standard layout's: {same}")
+
+
+def run_with_activations(cfg, inputs):
+    """(outputs as float64, stored bits of every output and of A and dH per rank) after one fwd + bwd."""
+    from hpmoe.cuda.group import CudaGroup
+    with CudaGroup(cfg, [r % max(GPUS, 1) for r in range(cfg.ep)]) as g:
+        g.load_inputs(inputs)
+        g.run("fwd", timeout_s=20)
+        g.run("bwd", timeout_s=20)
+        bits = g.raw_outputs()
+        for slot in (Slot.A, Slot.DH):
+            bits[slot.name] = np.stack([g.read(r, slot) for r in range(cfg.ep)])
+        return g.outputs(), bits
+
+
+@needs_gpu
+@pytest.mark.parametrize("ep", [1, 2])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("routing,topk", [("balanced", 1), ("skewed", 2), ("empty", 4), ("balanced", 8)])
+@pytest.mark.parametrize("over", [dict(gmm_n_block=256), dict(gmm_n_block=256, claim_pool=True),
+                                  dict(gmm_n_block=264, weights_transposed=True),
+                                  dict(gmm_n_block=128, act_n_block=256, claim_pool=True)])
+def test_split_activation_is_bitwise_the_whole_rows(ep, dtype, routing, topk, over):
+    """SwiGLU and its gradient in column blocks (act_split.py; I = 392: blocks of 256 + 136, 264 + 128)
+    against float64, and bit for bit the same schedule with whole-row activation tasks, A and dH included."""
+    experts = ep * BASE["experts_per_rank"]
+    if topk > experts or (routing == "empty" and 2 * topk > experts):
+        pytest.skip(f"routing {routing!r} with top-{topk} needs more than {experts} experts (EP {ep})")
+    cfg, inputs = config(ep, dtype, routing, topk, **over)
+    label = f"{ep=} {dtype=} {routing=} {topk=} {over=}"
+    assert act_n_block(cfg), f"{label}: the case must split"
+    outputs, split = run_with_activations(cfg, inputs)
+    check(cfg, inputs, outputs, label)
+    _, whole = run_with_activations(cfg.replace(act_n_block=cfg.inter), inputs)
+    assert not first_difference(whole, split), f"{label}: split vs whole rows: {first_difference(whole, split)}"
 
 
 @needs_gpu

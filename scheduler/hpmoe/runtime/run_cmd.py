@@ -13,6 +13,7 @@ from ..args import check_output_file, float_arg, int_arg, int_list_arg
 from ..cli import add_config_args, config_from_args
 from ..compiler import compile_schedules
 from ..errors import HpmoeError
+from ..act_split import act_n_block
 from ..gmm_split import gmm_widths, n_block
 from ..reference import moe_reference
 from .routing import ROUTINGS, bucket_for, make_routing
@@ -73,6 +74,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.backend == "ascendc-cpu" and n_block(cfg) and n_block(cfg) < max(gmm_widths(cfg)):
         raise HpmoeError("--gmm-n-block splits GMM outputs, which the AscendC kernel does not: drop it for "
                          "--backend ascendc-cpu")
+    if args.backend == "ascendc-cpu" and act_n_block(cfg):
+        raise HpmoeError("--act-n-block splits SwiGLU into column blocks, which the AscendC kernel does not: drop "
+                         "it for --backend ascendc-cpu")
     limits.check_run(cfg)  # before the routing draw: that alone can be T x experts floats per rank
     topk_ids, topk_weights = make_routing(cfg, args.routing, args.seed)
     if args.recv_rows_per_src is None:  # pick the bucket that fits this routing

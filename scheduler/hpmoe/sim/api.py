@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import ssc_io
+from ..act_split import act_n_block
 from ..compiler import RankSchedule, compile_schedules
 from ..config import MoeConfig
 from ..errors import HpmoeError
@@ -52,6 +53,9 @@ def check_hw_fits(cfg: MoeConfig, hw: Hardware) -> None:
     if cfg.weights_transposed:
         raise HpmoeError("the A3 model follows the AscendC kernel, which reads weights in the standard layout only: "
                          "compile without --weights-transposed")
+    if act_n_block(cfg):
+        raise HpmoeError("the A3 model follows the AscendC kernel, which runs SwiGLU on whole rows only: compile "
+                         "without --act-n-block")
     if cfg.num_aic > hw.num_aic or cfg.num_aiv > hw.num_aiv:
         raise HpmoeError(f"the schedule uses {cfg.num_aic} AIC / {cfg.num_aiv} AIV workers; the hardware model "
                          f"has {hw.num_aic} AIC / {hw.num_aiv} AIV per device")

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..compiler import RankSchedule
 from ..errors import HpmoeError
-from ..ssc_format import DTYPE_BYTES, NO_EVENT, DType, QueueType, Slot, TaskType
+from ..ssc_format import DTYPE_BYTES, NO_EVENT, NO_SLOT, DType, QueueType, Slot, TaskType
 from .hw import Hardware
 
 FULL = -1
@@ -186,7 +186,8 @@ def _task_work(hw: Hardware, v: _RankView, rec, tiling, ttype: TaskType) -> dict
         dst = v.overlap(int(out0["slot"]), r, int(out0["row_offset"]), int(out0["rows"]))
         w["writes"] = [(r, _key(int(out0["slot"]), t), n * n_cols * es) for t, n in dst]
     elif ttype in (TaskType.SWIGLU, TaskType.SWIGLU_GRAD):
-        inter = cfg.inter
+        # Columns of A (dA) the task covers: I, or a column block of it (act_split.py).
+        inter = int(out0["cols"]) if ttype == TaskType.SWIGLU else int(in0["cols"])
         parts = v.overlap(int(out0["slot"]), r, int(out0["row_offset"]), int(out0["rows"]))
         rows = sum(n for _, n in parts)
         ops = hw.ops_swiglu if ttype == TaskType.SWIGLU else hw.ops_swiglu_grad
@@ -197,7 +198,8 @@ def _task_work(hw: Hardware, v: _RankView, rec, tiling, ttype: TaskType) -> dict
             if slot in RECV_SIDE:
                 reads += [(_key(slot, t), n * int(ref["cols"]) * es, None) for t, n in parts]
         w["reads"] = reads
-        w["writes"] = [(r, _key(int(out0["slot"]), t), n * int(out0["cols"]) * es) for t, n in parts]
+        w["writes"] = [(r, _key(int(ref["slot"]), t), n * int(ref["cols"]) * es)
+                       for ref in rec["outputs"] if int(ref["slot"]) != NO_SLOT for t, n in parts]
     elif ttype == TaskType.GMM_WEIGHT_GRAD:
         e = int(rec["expert"])
         x_ref, dy_ref = rec["inputs"][0], rec["inputs"][1]

@@ -1,0 +1,69 @@
+// The regions of a SWIGLU or SWIGLU_GRAD task as one column block of A: rows [row0, row0 + rows) x columns
+// [c0, c0 + cols) of A (dA), H's gate at column c0 and up at inter + c0 (dH's alike). Two forms reach a
+// handler (task_access.h has a row for each):
+//   whole width   SWIGLU      (H [0, 2I), counts) -> A [0, I)
+//                 SWIGLU_GRAD (dA [0, I), H [0, 2I), counts) -> dH [0, 2I)
+//   column block  SWIGLU      (H [c0, +m), H [I + c0, +m), counts) -> A [c0, +m)
+//                 SWIGLU_GRAD (dA [c0, +m), H [c0, +m), H [I + c0, +m), counts) -> (dH [c0, +m), dH [I + c0, +m))
+// (scheduler/hpmoe/act_split.py). Shared by the CPU twin's and the CUDA handlers so both accept exactly the
+// same regions; the slots themselves were checked against task_access.h when the file was loaded.
+#pragma once
+
+#include "../ssc_layout.h"
+#include "device.h"
+
+namespace hpmoe {
+namespace rt {
+
+struct SwigluBlock {
+  uint64_t row0, rows;  // receive rows of the tile (every region has these rows)
+  uint64_t c0, cols;    // columns of A; gate columns c0.., up columns inter + c0.. of H (and dH)
+};
+
+HPMOE_DEVICE bool SameRowRange(const HPMOE_GM ssc::SscTensorRef& a, const HPMOE_GM ssc::SscTensorRef& b) {
+  return a.row_offset == b.row_offset && a.rows == b.rows;
+}
+
+// Whether `gate` and `up` are the two halves of the block [c0, +cols) of an H-wide ([*, 2I]) slot, or one
+// whole-width region (`up` unused) when the block is all of I.
+HPMOE_DEVICE bool HalvesOf(const HPMOE_GM ssc::SscTensorRef& gate, const HPMOE_GM ssc::SscTensorRef* up,
+                           uint64_t inter, uint64_t c0, uint64_t cols) {
+  if (up == nullptr) return gate.col_offset == 0 && gate.cols == 2 * inter && c0 == 0 && cols == inter;
+  return gate.slot == up->slot && SameRowRange(gate, *up) && gate.col_offset == c0 && gate.cols == cols &&
+         up->col_offset == inter + c0 && up->cols == cols;
+}
+
+// SWIGLU: false when the regions form neither shape (the handler returns kErrRegion).
+HPMOE_DEVICE bool SwigluBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t inter, SwigluBlock* b) {
+  const HPMOE_GM ssc::SscTensorRef& h = t.inputs[0];
+  const HPMOE_GM ssc::SscTensorRef& out = t.outputs[0];
+  const bool split = t.inputs[1].slot == ssc::kSlotH;
+  b->row0 = out.row_offset;
+  b->rows = out.rows;
+  b->c0 = out.col_offset;
+  b->cols = out.cols;
+  return h.slot == ssc::kSlotH && out.slot == ssc::kSlotA && t.outputs[1].slot == ssc::kNoSlot && b->cols > 0 &&
+         b->c0 + b->cols <= inter && SameRowRange(h, out) &&
+         HalvesOf(h, split ? &t.inputs[1] : nullptr, inter, b->c0, b->cols);
+}
+
+// SWIGLU_GRAD: dA's columns name the block.
+HPMOE_DEVICE bool SwigluGradBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t inter, SwigluBlock* b) {
+  const HPMOE_GM ssc::SscTensorRef& da = t.inputs[0];
+  const HPMOE_GM ssc::SscTensorRef& h = t.inputs[1];
+  const HPMOE_GM ssc::SscTensorRef& dh = t.outputs[0];
+  const bool split = t.inputs[2].slot == ssc::kSlotH;
+  b->row0 = da.row_offset;
+  b->rows = da.rows;
+  b->c0 = da.col_offset;
+  b->cols = da.cols;
+  if (da.slot != ssc::kSlotDA || h.slot != ssc::kSlotH || dh.slot != ssc::kSlotDH || b->cols == 0 ||
+      b->c0 + b->cols > inter || !SameRowRange(da, h) || !SameRowRange(da, dh))
+    return false;
+  if (!split) return t.outputs[1].slot == ssc::kNoSlot && HalvesOf(h, nullptr, inter, b->c0, b->cols) &&
+                     HalvesOf(dh, nullptr, inter, b->c0, b->cols);
+  return HalvesOf(h, &t.inputs[2], inter, b->c0, b->cols) && HalvesOf(dh, &t.outputs[1], inter, b->c0, b->cols);
+}
+
+}  // namespace rt
+}  // namespace hpmoe

@@ -1,0 +1,69 @@
+"""Column split of the activation tasks (SwiGLU and its gradient), matched to the GMM column split.
+
+A SwiGLU task is one row tile times the whole width I by default: at Mixtral's I = 14336 that is 11 MB a
+task on one vector worker, and every GMM2 block of the row waits on it. Split, the task for columns
+[c0, c0 + m) of A reads H's gate columns [c0, c0 + m) and up columns [I + c0, I + c0 + m) (two input regions
+of H, one wait: events.py merges the producers of one slot's regions) and writes A's columns [c0, c0 + m);
+the gradient task reads dA's and H's same columns and writes dH's gate and up columns (two output regions).
+SwiGLU is elementwise, so the outputs are bitwise those of the whole width.
+
+Rule (cfg.act_n_block == 0): split only when the GMM column split is in force (gmm_split.n_block) with mixed
+queues and without row pipelines (a chain is one unit: a split adds tasks, not parallelism); the block is
+the GMM block, so each task reads whole GMM1 / activation-gradient blocks where I allows; with
+weights_transposed the least multiple of it and wgrad_tile (see check_block). An explicit cfg.act_n_block
+wins; a block of I or more keeps the whole width.
+"""
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from .errors import ConfigError
+from .gmm_split import n_block
+
+if TYPE_CHECKING:
+    from .config import MoeConfig
+
+
+def auto_act_block(cfg: MoeConfig) -> int:
+    """The compiler's activation block for this shape (0: whole width)."""
+    n = n_block(cfg)
+    if not cfg.mixed_queues or cfg.row_pipelines or n == 0 or n >= cfg.inter:
+        return 0
+    return math.lcm(n, cfg.wgrad_tile) if cfg.weights_transposed else n
+
+
+def check_block(cfg: MoeConfig) -> None:
+    """Refuse an explicit act_n_block whose tasks would break a Task Descriptor's limits (ConfigError).
+
+    - A multiple of the GMM block (when GMM1 is split): a GMM1 block then overlaps at most two SwiGLU tasks
+      (its gate part one, its up part one, or two across the gate/up seam), and a task triggers at most two
+      events; with blocks that cross GMM blocks it could feed three.
+    - With weights_transposed, a multiple of wgrad_tile: each dW1t tile reads one wgrad_tile-wide column
+      block of dH over all rows, and one that straddled two SwiGLU-gradient blocks would be a third event
+      for them (beside the gate-gradient row tile and their own block's tiles).
+    """
+    m = cfg.act_n_block
+    if m == 0 or m >= cfg.inter:
+        return
+    n = n_block(cfg)
+    if 0 < n < 2 * cfg.inter and m % n:
+        raise ConfigError(f"act_n_block={m} is not a multiple of the GMM column block {n}: a GMM1 block would "
+                          f"feed more than two SwiGLU tasks")
+    if cfg.weights_transposed and m % cfg.wgrad_tile:
+        raise ConfigError(f"act_n_block={m} is not a multiple of wgrad_tile={cfg.wgrad_tile}: with "
+                          f"weights_transposed each dW1 tile must read one SwiGLU-gradient column block")
+
+
+def act_n_block(cfg: MoeConfig) -> int:
+    """Columns of A per SwiGLU / SwiGLU-gradient task in force (0: whole width)."""
+    block = cfg.act_n_block or auto_act_block(cfg)
+    return 0 if block >= cfg.inter else block
+
+
+def act_blocks(cfg: MoeConfig) -> list[tuple[int, int]]:
+    """(first column of A, columns) of each activation task of a row tile, left to right."""
+    block = act_n_block(cfg)
+    if block == 0:
+        return [(0, cfg.inter)]
+    return [(c0, min(block, cfg.inter - c0)) for c0 in range(0, cfg.inter, block)]
