@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from hpmoe.cuda.group import CudaGroup  # noqa: E402
 from hpmoe.runtime.routing import bucket_for, check_routing, make_routing  # noqa: E402
 from hpmoe.ssc_format import Slot  # noqa: E402
 from cuda_variants import variant_config, variant_name  # noqa: E402
-from cuda_user_step import timed  # noqa: E402
+from cuda_user_step import time_group_kernels, timed  # noqa: E402
 
 
 def cuda_time(fn, repeat: int) -> float:
@@ -77,22 +76,12 @@ def bench_hpmoe(cfg, args, tensors, ids, weights, routing, y_torch, torch_ms) ->
     torch_fwd, torch_fb, gmm_ms = torch_ms["torch_fwd_ms"], torch_ms["torch_fwdbwd_ms"], torch_ms["gmm_ms"]
     with CudaGroup(cfg, [0]) as group:
         group.load_rank(0, bits(x), bits(w1), bits(w2), bits(dy), ids[0], weights[0])
-        fwd, bwd = [], []
-        for i in range(args.repeat + 1):
-            f = group.run("fwd", timeout_s=60)[0]
-            b = group.run("bwd", timeout_s=60)[0]
-            if i:
-                fwd.append(f)
-                bwd.append(b)
-        group.run("fwd", timeout_s=60, trace=True)
-        stamps = group.trace(0, "fwd")
-        sched = group.schedules[0] if group.schedules[0].direction_name == "fwd" else group.schedules[1]
+        fwd_ms, bwd_ms, stamps, sched = time_group_kernels(group, args.repeat)
         y_hp = torch.from_numpy(group.read(0, Slot.Y).view(np.int16)).cuda().view(torch.bfloat16).float()
     types = sched.tasks["task_type"]
     gmm = types == 3
     span_ns = float(stamps[gmm, 1].max() - stamps[gmm, 0].min())
     busy_ns = float((stamps[gmm, 1] - stamps[gmm, 0]).sum())
-    fwd_ms, bwd_ms = statistics.median(fwd), statistics.median(bwd)
     ffl, bfl = gemm_flops(rows, h, inter, False), gemm_flops(rows, h, inter, True)
     res = {
         "tokens": tokens, "routing": routing, "C": cfg.recv_rows_per_src, "workers": f"{cfg.num_aic}+{cfg.num_aiv}",

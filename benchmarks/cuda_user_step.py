@@ -68,19 +68,25 @@ def kernels_alone(m: MoEFFN, tokens: int, ids: np.ndarray, weights: np.ndarray, 
         g.load_rank(0, bf16(rng.standard_normal((tokens, h))), bf16(rng.standard_normal((E, h, 2 * I)) * h ** -0.5),
                     bf16(rng.standard_normal((E, I, h)) * I ** -0.5), bf16(rng.standard_normal((tokens, h))),
                     ids, weights)
-        fwd, bwd = [], []
-        for i in range(repeat + 1):
-            f = g.run("fwd", timeout_s=60)[0]
-            b = g.run("bwd", timeout_s=60)[0]
-            if i:
-                fwd.append(f)
-                bwd.append(b)
-        g.run("fwd", timeout_s=60, trace=True)
-        stamps = g.trace(0, "fwd")
-        sched = next(s for s in g.schedules if s.direction_name == "fwd")
+        fwd_ms, bwd_ms, stamps, sched = time_group_kernels(g, repeat)
     gmm = sched.tasks["task_type"] == 3
     span_ms = float(stamps[gmm, 1].max() - stamps[gmm, 0].min()) / 1e6
-    return statistics.median(fwd), statistics.median(bwd), span_ms
+    return fwd_ms, bwd_ms, span_ms
+
+
+def time_group_kernels(g: CudaGroup, repeat: int):
+    """Rank 0's median fwd and bwd persistent-kernel ms over `repeat` launches after one, then one traced
+    forward: (fwd_ms, bwd_ms, its per-task stamps, the forward schedule)."""
+    fwd, bwd = [], []
+    for i in range(repeat + 1):
+        f = g.run("fwd", timeout_s=60)[0]
+        b = g.run("bwd", timeout_s=60)[0]
+        if i:
+            fwd.append(f)
+            bwd.append(b)
+    g.run("fwd", timeout_s=60, trace=True)
+    sched = next(s for s in g.schedules if s.direction_name == "fwd" and s.rank == 0)
+    return statistics.median(fwd), statistics.median(bwd), g.trace(0, "fwd"), sched
 
 
 def bench(shape: str, tokens: int, routing: str, args) -> dict:

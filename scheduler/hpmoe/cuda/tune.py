@@ -17,6 +17,7 @@ import subprocess
 from typing import Callable
 
 from ..config import MoeConfig
+from ..coordinate_search import coordinate_descent
 from ..errors import HpmoeError
 from ..gmm_split import GMM_TILE_N, gmm_widths, whole_width_block
 
@@ -87,16 +88,8 @@ def tune_cuda(cfg: MoeConfig, runner: Callable[[MoeConfig], float], *, rounds: i
     start = evaluate(start_params(cfg))
     if start.skipped:
         raise HpmoeError(f"the starting schedule does not run: {start.skipped}")
-    best = start
-    for _ in range(rounds):
-        changed = False
-        for name, values in space.items():
-            for value in values:
-                trial = evaluate({**best.params, name: value})
-                if not trial.skipped and trial.ms < best.ms * 0.995:  # a gain inside timing noise is no gain
-                    best, changed = trial, True
-        if not changed:
-            break
+    # A gain inside timing noise (0.5%) is no gain.
+    best = coordinate_descent(start, space, evaluate, lambda t, b: t.ms < b.ms * 0.995, rounds)
     best_cfg = seen[tuple(sorted(best.params.items()))][1]
     return CudaTuneResult(start, best, best_cfg, [t for t, _ in seen.values()])
 

@@ -16,6 +16,7 @@ from typing import Callable
 
 from ..compiler import build_group_tasks, schedule_rank
 from ..config import MoeConfig
+from ..coordinate_search import coordinate_descent
 from ..errors import ConfigError, HpmoeError
 from .api import predict
 from .hw import Hardware
@@ -100,14 +101,5 @@ def tune(cfg: MoeConfig, hw: Hardware, routing: str = "balanced", *, rounds: int
     start = evaluate(current)
     if start.skipped:
         raise HpmoeError(f"the starting config cannot be simulated: {start.skipped}")
-    best = start
-    for _ in range(rounds):
-        changed = False
-        for name, values in space.items():
-            for value in values:
-                cand = evaluate({**best.params, name: value})
-                if not cand.skipped and cand.total_us < best.total_us - 1e-6:
-                    best, changed = cand, True
-        if not changed:
-            break
+    best = coordinate_descent(start, space, evaluate, lambda c, b: c.total_us < b.total_us - 1e-6, rounds)
     return TuneResult(start, best, list(seen.values()))
