@@ -21,6 +21,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -144,7 +145,6 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     row["same_call_kernels_ms"] = statistics.median(kernels)
     row["same_call_user_over_kernels"] = statistics.median([a / b for a, b in zip(steps, kernels)])
     # Host time of a call (the Python and launch work before control returns; the GPU runs behind it).
-    import time
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     y = hp_fwd()

@@ -35,6 +35,7 @@ class CudaGroup:
         """external: slots that live outside the heaps (every launch that uses one binds it: `launch(bound=)`;
         write/read/run refuse them), e.g. the tensors a PyTorch call passes in and gets back."""
         self.cfg = cfg
+        self.failed = False  # a launch failed (poll saw it): counters inconsistent, the group is done
         self.external = tuple(external)
         mask = sum(1 << int(s) for s in self.external)
         self.local_rank = local_rank
@@ -186,9 +187,11 @@ class CudaGroup:
 
     def poll(self) -> None:
         """Raises CudaFailure with the first failure's one-line report if any launch of this group failed
-        (no device sync unless one did)."""
+        (no device sync unless one did); `failed` is then set (the group refuses further launches)."""
         err = ctypes.create_string_buffer(ERR_LEN)
-        self._check(lib().hpmoe_cuda_poll(self.handle, err, ERR_LEN), err)
+        if lib().hpmoe_cuda_poll(self.handle, err, ERR_LEN):
+            self.failed = True
+            raise CudaFailure(err.value.decode())
 
     def trace(self, rank: int, direction: str) -> np.ndarray:
         """[num_tasks, 2] global-timer start/end (ns) of the last traced launch."""

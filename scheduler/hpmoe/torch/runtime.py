@@ -11,6 +11,7 @@ import torch.distributed as dist
 
 from ..config import make_config
 from ..cuda.group import CudaGroup
+from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
 from ..gmm_split import busy_row_tiles
 from ..ssc_format import Slot
@@ -37,10 +38,9 @@ class _Lease:
 
     def release(self) -> None:
         _LEASES.pop(self.id, None)
-        if self.group is not None:
+        if self.group is not None and not self.group.failed:  # a failed heap never returns to the pool
             self.pool.append(self.group)  # stream order makes reuse safe: later work runs after this call's
-            self.group = None
-
+        self.group = None
 
 
 class LeaseHold:
@@ -209,7 +209,7 @@ class MoeFfnRuntime:
             for g in list(groups):
                 try:
                     g.poll()
-                except Exception:
+                except CudaFailure:
                     groups.remove(g)
                     if g in self._free.get(key, []):
                         self._free[key].remove(g)
