@@ -118,10 +118,11 @@ struct BlockGemm {
     }
   }
 
-  // Issues the four k16 wgmmas of stage s as one group; the caller decides when to wait for it.
-  __device__ void IssueStage(int s) {
+  // Issues the four k16 wgmmas of stage s as one group for the rows of warpgroup wg (64 each); the caller
+  // decides when to wait for it.
+  __device__ void IssueStage(int s) { IssueStageRows(s, threadIdx.x / 128); }
+  __device__ void IssueStageRows(int s, int wg) {
     const uint32_t sa = smem + s * kStageBytes, sb = sa + kATileBytes;
-    const int wg = threadIdx.x / 128;
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
@@ -166,7 +167,12 @@ struct BlockGemm {
   template <class OutT, class Store>
   __device__ void Write(OutT* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
                         Store&& store) {
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
+    WriteRows(c, ldc, m0, n0, m_valid, n_valid, store, threadIdx.x / 128);
+  }
+  template <class OutT, class Store>
+  __device__ void WriteRows(OutT* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
+                            Store&& store, int wg) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {

@@ -12,13 +12,13 @@
 #include "../runtime/program.h"
 #include "../runtime/status.h"
 #include "../ssc_layout.h"
+#include "gemm_variant.h"
 #include "tensor_map_kinds.h"
 
 namespace hpmoe {
 namespace cuda {
 
 constexpr uint32_t kMaxRanks = 8;
-constexpr uint32_t kThreads = 256;         // threads per worker block (both roles)
 constexpr uint64_t kAbortWordOffset = 64;  // in each segment's control block: 0, or 1 + the first failed rank
 constexpr unsigned long long kNoBadId = ~0ull;
 

@@ -4,15 +4,15 @@
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 
-#ifndef HPMOE_GEMM_TMA
-#define HPMOE_GEMM_TMA 1  // wgmma tiles fed by TMA + mbarriers (block_gemm_tma.cuh); 0: fed by cp.async
-#endif
+#include "gemm_variant.h"
 #ifndef HPMOE_GEMM_STAGED_EPILOGUE
 // 1: 16-bit GMM outputs leave through shared memory as 16-byte row vectors (EP 4 fwd+bwd 1-3% faster, GMM in
 // the loop 6-10% at EP 1, measured A/B on 4x H200); 0: 4-byte stores straight from the accumulators.
 #define HPMOE_GEMM_STAGED_EPILOGUE 1
 #endif
-#if HPMOE_GEMM_TMA
+#if HPMOE_GEMM_WS
+#include "block_gemm_ws.cuh"
+#elif HPMOE_GEMM_TMA
 #include "block_gemm_tma.cuh"
 #else
 #include "block_gemm_wgmma.cuh"
@@ -22,7 +22,9 @@
 namespace hpmoe {
 namespace cuda {
 
-#if HPMOE_GEMM_TMA
+#if HPMOE_GEMM_WS
+constexpr uint32_t kWorkerSmemBytes = kGemmWsSmemBytes;
+#elif HPMOE_GEMM_TMA
 constexpr uint32_t kWorkerSmemBytes = kGemmTmaSmemBytes;
 #else
 constexpr uint32_t kWorkerSmemBytes = kGemmSmemBytes;
@@ -62,7 +64,37 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   const T* x = d.Slot<T>(in.slot);
   T* y = d.Slot<T>(out.slot);
   const T* weights = d.Slot<T>(w.slot);
-#if HPMOE_GEMM_TMA
+#if HPMOE_GEMM_WS
+  BlockGemmWs<T, false, kTransB> g(smem);
+  const void* map_a = d.TensorMap(in.slot, kBoxRows128);
+  const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
+  // Every tile of the task, ascending: expert segment, row tile, column tile.
+  auto walk = [&](auto&& tile) {
+    return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+      for (int64_t m0 = 0; m0 < int64_t(r1 - r0); m0 += kBM)
+        for (int64_t n0 = c0; n0 < c1; n0 += kBN) tile(e, r0, int64_t(r1 - r0), m0, n0);
+    });
+  };
+  const bool issuer = threadIdx.x == 0;
+  return RunWarpSpecialised(
+      g,
+      [&] {
+        return walk([&](uint32_t e, uint64_t r0, int64_t, int64_t m0, int64_t n0) {
+          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), 0, int32_t(k));
+        });
+      },
+      [&] {
+        return walk([&](uint32_t, uint64_t r0, int64_t m, int64_t m0, int64_t n0) {
+          g.Zero();
+          g.template Consume<false>(0, int32_t(k));
+#if HPMOE_GEMM_STAGED_EPILOGUE
+          g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
+#else
+          g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
+#endif
+        });
+      });
+#elif HPMOE_GEMM_TMA
   BlockGemmTma<T, false, kTransB> g(smem);
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
@@ -125,6 +157,46 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows || (b0 % 8) != 0)
     return rt::kErrRegion;
   float* c = d.Slot<float>(out.slot) + uint64_t(out.row_offset) * n;
+#if HPMOE_GEMM_WS
+  BlockGemmWs<T, true, false> g(smem);
+  const TmaOperand ta{d.TensorMap(x.slot, kBoxRows64), int32_t(b0), 0, 0};
+  const TmaOperand tb{d.TensorMap(dy.slot, kBoxRows64), 0, 0, 0};
+  // Fixed order: tiles ascending; in each, K = expert e's rows of slots 0..ep-1 (the CPU twin's order).
+  auto segments = [&](auto&& f) {
+    return ForEachExpertSegment(d, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
+      if (expert == e) f(int32_t(r0), int32_t(r1));
+    });
+  };
+  auto walk = [&](auto&& tile) {
+    int32_t err = 0;
+    for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM)
+      for (int64_t n0 = 0; n0 < int64_t(n) && err == 0; n0 += kBN) err = tile(int32_t(m0), int32_t(n0));
+    return err;
+  };
+  const bool issuer = threadIdx.x == 0;
+  return RunWarpSpecialised(
+      g,
+      [&] {
+        return walk([&](int32_t m0, int32_t n0) {
+          return segments([&](int32_t r0, int32_t r1) {
+            if (issuer) g.Produce(ta, tb, m0, n0, r0, r1);
+          });
+        });
+      },
+      [&] {
+        return walk([&](int32_t m0, int32_t n0) {
+          g.Zero();
+          const int32_t err = segments([&](int32_t r0, int32_t r1) { g.template Consume<true>(r0, r1); });
+          if (err != 0) return err;
+          if (d.dw_half)  // bound to a framework's gradient in the model dtype: the one rounding, here
+            g.Write(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg), int64_t(n),
+                    StoreRounded<T>{});
+          else
+            g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
+          return int32_t(0);
+        });
+      });
+#else
 #if HPMOE_GEMM_TMA
   BlockGemmTma<T, true, false> g(smem);
   // X^T: boxes of 64 columns (from b0) x 64 rows (K); dY: 64 columns x 64 rows. The segment's K end is
@@ -161,6 +233,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
     }
   }
   return err;
+#endif
 }
 
 }  // namespace cuda

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One GPU session comparing the warp-specialised GMM tile (the default build, build/) with the 256-thread TMA
+# tile (-DHPMOE_GEMM_WS=0, built into build/nows by `benchmarks/cuda_device_ws.sh --build` here, where nvcc is):
+# the SASS spill summary of both kernels, the GPU tests on the default build, then the EP 1 kernel benchmark
+# (GMM in the loop vs torch._grouped_mm) on both, alternating, and the user's step on the default build.
+# Logs under $OUT (or out/cuda_ws). Usage: benchmarks/cuda_device_ws.sh [--build | --tests-only] [TOKENS...]
+set -uo pipefail
+if [ "${1:-}" = --build ]; then
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  "$root/op_host/cuda/build_lib.sh" "$root/build/op_host/cuda" &&
+    NVCC_EXTRA="-DHPMOE_GEMM_WS=0" "$root/op_host/cuda/build_lib.sh" "$root/build/nows/op_host/cuda" &&
+    mkdir -p "$root/build/nows/op_host/cpu" && cp "$root/build/op_host/cpu/libhpmoe_cpu.so" "$root/build/nows/op_host/cpu/"
+  exit
+fi
+tests_only=0
+[ "${1:-}" = --tests-only ] && { tests_only=1; shift; }
+source "$(dirname "$0")/cuda_session_env.sh" cuda_ws
+{ nvidia-smi -L; date -u; echo "commit ${HPMOE_COMMIT:-$(git rev-parse --short HEAD)}"; } | tee "$out/device.log"
+# Where the local-memory traffic is: spill stores/loads per kernel, and how many sit between wgmma instructions.
+for build in build build/nows; do
+  cuobjdump -sass "$root/$build/op_host/cuda/libhpmoe_cuda.so" 2>/dev/null | awk -v b="$build" '
+    /Function :/ { if (name != "") printf "%s %s: STL %d LDL %d HGMMA %d\n", b, name, stl, ldl, mma; name = $3; stl = ldl = mma = 0 }
+    /STL/ { stl++ } /LDL/ { ldl++ } /HGMMA/ { mma++ }
+    END { printf "%s %s: STL %d LDL %d HGMMA %d\n", b, name, stl, ldl, mma }' | grep -i worker | tee -a "$out/sass.log"
+done
+cuobjdump -sass "$root/build/op_host/cuda/libhpmoe_cuda.so" >"$out/ws.sass" 2>&1
+timeout 300 python3 -m pytest -x -q -ra tests/cuda 2>&1 | tail -30 | tee "$out/pytest.log"
+[ "$tests_only" = 1 ] && exit 0
+tokens="${*:-8192}"
+for build in build build/nows; do
+  echo "== $build" | tee -a "$out/bench.log"
+  HPMOE_BUILD_DIR="$root/$build" timeout 150 python3 benchmarks/cuda_bench.py --tokens $tokens \
+    --routing balanced --repeat 3 2>&1 | tee -a "$out/bench.log"
+done

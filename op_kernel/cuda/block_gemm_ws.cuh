@@ -1,0 +1,213 @@
+// The warp-specialised wgmma tile (HPMOE_GEMM_WS=1, the default; gemm_variant.h): a 384-thread block in
+// which, for the length of one GMM task, warpgroup 0 is the producer and warpgroups 1 and 2 the consumers.
+// - The producer gives registers back (setmaxnreg.dec to 40) and one of its threads issues every K step's TMA
+//   boxes (the same boxes, stage layouts and barriers as block_gemm_tma.cuh) as soon as a slot is empty.
+// - The consumers take them (setmaxnreg.inc to 232), so the 128 fp32 accumulators of their 64 x 256 halves
+//   and the loop state fit without spills (the 256-thread tile sat at the 255-register cap with 3.3 M spill
+//   requests per launch, docs/cuda.md "What limits the tile now"). Each keeps one wgmma group in flight and
+//   frees a slot when the group that read it is done.
+// - The full/empty barriers persist over all tiles of a task: the producer runs ahead into the next tile
+//   while the consumers write this one's epilogue, which is staged in a buffer of its own (not the slots).
+// Both roles walk the same tiles and K steps in the same fixed order, so results are deterministic and
+// equal to the 256-thread tile's (same K order, same accumulators). At the end of a task both roles give
+// the registers back (168 each: the kernel's whole budget, 65536 / 384 rounded to 8) and meet at a barrier.
+#pragma once
+
+#include "block_gemm_tma.cuh"
+
+namespace hpmoe {
+namespace cuda {
+
+constexpr uint32_t kWsProducerRegs = 40, kWsConsumerRegs = 232, kWsBaseRegs = 168;
+static_assert(128 * kWsProducerRegs + 256 * kWsConsumerRegs <= 384 * kWsBaseRegs, "the register pool balances");
+static_assert(kThreads == 384 || !HPMOE_GEMM_WS, "one producer and two consumer warpgroups");
+constexpr uint32_t kWsConsumerWarps = 8;
+// Epilogue staging: each consumer warpgroup stages its 64 rows, one 128-column half at a time, 16-byte
+// chunks XOR-swizzled by row (conflict-free 4-byte writes from the accumulator layout, 16-byte reads).
+constexpr uint32_t kEpiRowBytes = kBN;  // 128 16-bit columns
+constexpr uint32_t kEpiBytes = kBM * kEpiRowBytes;
+constexpr uint32_t kGemmWsSmemBytes = kGemmTmaSmemBytes + kEpiBytes;  // stages, barriers, then staging
+static_assert(kGemmWsSmemBytes <= 227 * 1024, "an H100/H200 block's shared memory");
+
+// Named barriers (0 is __syncthreads): the two consumer warpgroups, and each of them alone.
+constexpr uint32_t kBarConsumers = 1, kBarConsumerWg0 = 2;
+
+template <uint32_t N>
+__device__ __forceinline__ void SetMaxRegsInc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <uint32_t N>
+__device__ __forceinline__ void SetMaxRegsDec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <uint32_t kId, uint32_t kCount>
+__device__ __forceinline__ void NamedBarrier() {
+  asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kCount) : "memory");
+}
+
+template <class T, bool kAColMajor, bool kBColMajor>
+struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
+  using Tma = BlockGemmTma<T, kAColMajor, kBColMajor>;
+  const int wg;            // consumer warpgroup 0 or 1; -1 in the producer
+  int stage = 0;           // the pipeline position, advanced identically by both roles
+  uint32_t phase = 0;
+
+  __device__ explicit BlockGemmWs(uint8_t* shared) : Tma(shared), wg(int(threadIdx.x / 128) - 1) {}
+  __device__ bool Producer() const { return wg < 0; }
+  // After the slots and their barriers (128 bytes, block_gemm_tma.cuh).
+  __device__ uint32_t Staging() const { return this->smem + kStages * kStageBytes + 128 + wg * 64 * kEpiRowBytes; }
+
+  // Block-wide, at the start of a task: fresh barriers (the previous task drained every slot), then the
+  // roles' register budgets. Followed by Produce/Consume calls in the two roles, then End().
+  __device__ void Begin() {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < kStages; ++s) {
+        MbarInit(this->Full(s), 1);
+        MbarInit(this->Empty(s), kWsConsumerWarps);
+      }
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+  }
+  __device__ void End() { __syncthreads(); }
+
+  __device__ void Advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+
+  // Producer thread: K steps [k0, k1) of the tile at (m0, n0), each into the next slot once it is empty
+  // (a fresh barrier counts as the end of phase -1, hence the flipped parity).
+  __device__ void Produce(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0, int32_t k1) {
+    for (int32_t k = k0; k < k1; k += kBK) {
+      MbarWait(this->Empty(stage), phase ^ 1);
+      this->IssueLoads(stage, a, b, m0, n0, k);
+      Advance();
+    }
+  }
+
+  // Consumers: the same K steps accumulated into d. With kZeroTail, a last step that ends inside the tensor
+  // (the weight gradient's expert segment) has its lines past k1 zeroed first.
+  template <bool kZeroTail>
+  __device__ void Consume(int32_t k0, int32_t k1) {
+    int prev = -1;
+    for (int32_t k = k0; k < k1; k += kBK) {
+      MbarWait(this->Full(stage), phase);
+      if constexpr (kZeroTail)
+        if (k1 - k < kBK) ZeroKTail(stage, k1 - k);
+      this->IssueStageRows(stage, wg);
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous step's group is done
+      if (prev >= 0 && threadIdx.x % 32 == 0) MbarArrive(this->Empty(prev));
+      prev = stage;
+      Advance();
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    if (prev >= 0 && threadIdx.x % 32 == 0) MbarArrive(this->Empty(prev));
+  }
+
+  // Consumers: lines [valid, kBK) of slot s's A and B blocks zeroed (generic stores, then a proxy fence so
+  // that wgmma and the next TMA write see them), both warpgroups done before either reads the slot.
+  __device__ void ZeroKTail(int s, int valid) {
+    static_assert(kAColMajor && !kBColMajor, "only MN-major A and B keep K in lines");
+    const uint32_t base = this->smem + s * kStageBytes;
+    constexpr int kBlocks = (kBM + kBN) / 64;
+    const int lines = kBK - valid;
+    for (int i = int(threadIdx.x) - 128; i < kBlocks * lines * 8; i += 256) {
+      const int blk = i / (lines * 8), line = valid + (i / 8) % lines, chunk = i % 8;
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(base + blk * kBK * 128 + line * 128 + chunk * 16),
+                   "r"(0)
+                   : "memory");
+    }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    NamedBarrier<kBarConsumers, 256>();
+  }
+
+  // Consumers: 16-bit output of this warpgroup's 64 rows through its staging buffer, as 16-byte row vectors
+  // (the 256-thread tile's WriteStaged, per warpgroup and per 128-column half, so it needs no block barrier).
+  __device__ void WriteStaged(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
+    const int tid = threadIdx.x % 128, lane = threadIdx.x % 32, warp = tid / 32;
+    const int g = lane / 4, t = lane % 4;
+    const uint32_t buf = Staging();
+    const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;
+    const int64_t row0 = m0 + 64 * wg;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t nh = n0 + 128 * half;
+      if (nh < n_valid && row0 < m_valid) {  // uniform in the warpgroup
+#pragma unroll
+        for (int jj = 0; jj < 16; ++jj) {
+          const int j = 16 * half + jj;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int row = 16 * warp + g + 8 * h;
+            const uint32_t lo = Bits16(FromF<T>(this->d[4 * j + 2 * h])), hi = Bits16(FromF<T>(this->d[4 * j + 2 * h + 1]));
+            asm volatile("st.shared.u32 [%0], %1;" ::"r"(buf + row * kEpiRowBytes + ((jj ^ (row % 8)) * 16) + 4 * t),
+                         "r"(lo | (hi << 16))
+                         : "memory");
+          }
+        }
+        if (wg == 0) NamedBarrier<kBarConsumerWg0, 128>();
+        else NamedBarrier<kBarConsumerWg0 + 1, 128>();
+        for (int i = tid; i < 64 * 16; i += 128) {
+          const int row = i / 16, v = i % 16;
+          const int64_t m = row0 + row, n = nh + 8 * v;
+          if (m >= m_valid || n >= n_valid) continue;
+          uint4 x;
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+                       : "r"(buf + row * kEpiRowBytes + ((v ^ (row % 8)) * 16)));
+          if (rows_aligned && n + 8 <= n_valid) {
+            *reinterpret_cast<uint4*>(c + m * ldc + n) = x;
+          } else {
+            const T* e = reinterpret_cast<const T*>(&x);
+            for (int q = 0; q < 8 && n + q < n_valid; ++q) c[m * ldc + n + q] = e[q];
+          }
+        }
+        if (wg == 0) NamedBarrier<kBarConsumerWg0, 128>();
+        else NamedBarrier<kBarConsumerWg0 + 1, 128>();  // the buffer is read before the next half overwrites it
+      }
+    }
+  }
+
+  // Consumers: any output straight from the accumulators (fp32 weight gradients).
+  template <class OutT, class Store>
+  __device__ void Write(OutT* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
+                        Store&& store) {
+    this->WriteRows(c, ldc, m0, n0, m_valid, n_valid, store, wg);
+  }
+};
+
+// Runs a task in the two roles: producer() in warpgroup 0, consumer() in the others, each walking the task's
+// tiles in the same fixed order and returning the walk's status (the same in both). The two paths stay apart
+// from setmaxnreg to setmaxnreg, since ptxas allocates each within its own register budget.
+template <class Gemm, class Producer, class Consumer>
+__device__ int32_t RunWarpSpecialised(Gemm& g, Producer&& producer, Consumer&& consumer) {
+  g.Begin();
+  int32_t err;
+  if (g.Producer()) {
+    SetMaxRegsDec<kWsProducerRegs>();
+#ifdef EXP_NOPROD
+    err = 0;
+#else
+    err = producer();
+#endif
+    SetMaxRegsInc<kWsBaseRegs>();
+  } else {
+    SetMaxRegsInc<kWsConsumerRegs>();
+#ifdef EXP_NOCONS
+    err = 0;
+#else
+    err = consumer();
+#endif
+    SetMaxRegsDec<kWsBaseRegs>();
+  }
+  g.End();
+  return err;
+}
+
+}  // namespace cuda
+}  // namespace hpmoe

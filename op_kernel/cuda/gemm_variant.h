@@ -1,0 +1,26 @@
+// Which GMM tile the CUDA backend is built with, and the block size it implies (every worker block has the
+// same shape, whatever its role). Build flags (NVCC_EXTRA in op_host/cuda/build_lib.sh) pick the older tiles
+// for A/B measurements; the defaults are the fastest measured.
+#pragma once
+
+#include <stdint.h>
+
+#ifndef HPMOE_GEMM_TMA
+#define HPMOE_GEMM_TMA 1  // wgmma tiles fed by TMA + mbarriers (block_gemm_tma.cuh); 0: fed by cp.async
+#endif
+#ifndef HPMOE_GEMM_WS
+// 1: warp-specialised TMA tile (block_gemm_ws.cuh): a producer warpgroup and two consumer warpgroups with
+// setmaxnreg, 384 threads per block; 0: the 256-thread tile in which the consumers also issue the loads.
+#define HPMOE_GEMM_WS HPMOE_GEMM_TMA
+#endif
+#if HPMOE_GEMM_WS && !HPMOE_GEMM_TMA
+#error "the warp-specialised tile is fed by TMA (HPMOE_GEMM_WS=1 needs HPMOE_GEMM_TMA=1)"
+#endif
+
+namespace hpmoe {
+namespace cuda {
+
+constexpr uint32_t kThreads = HPMOE_GEMM_WS ? 384 : 256;  // threads per worker block (both roles)
+
+}  // namespace cuda
+}  // namespace hpmoe
