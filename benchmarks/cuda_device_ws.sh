@@ -4,6 +4,7 @@
 # the SASS spill summary of both kernels, the GPU tests on the default build, then the EP 1 kernel benchmark
 # (GMM in the loop vs torch._grouped_mm) on both, alternating, and the user's step on the default build.
 # Logs under $OUT (or out/cuda_ws). Usage: benchmarks/cuda_device_ws.sh [--build | --tests-only] [TOKENS...]
+# BUILDS="build build/nows" (the default) names the build folders compared; TESTS=0 skips the tests.
 set -uo pipefail
 if [ "${1:-}" = --build ]; then
   root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -17,18 +18,18 @@ tests_only=0
 source "$(dirname "$0")/cuda_session_env.sh" cuda_ws
 { nvidia-smi -L; date -u; echo "commit ${HPMOE_COMMIT:-$(git rev-parse --short HEAD)}"; } | tee "$out/device.log"
 # Where the local-memory traffic is: spill stores/loads per kernel, and how many sit between wgmma instructions.
-for build in build build/nows; do
+builds="${BUILDS:-build build/nows}"
+for build in $builds; do
   cuobjdump -sass "$root/$build/op_host/cuda/libhpmoe_cuda.so" 2>/dev/null | awk -v b="$build" '
     /Function :/ { if (name != "") printf "%s %s: STL %d LDL %d HGMMA %d\n", b, name, stl, ldl, mma; name = $3; stl = ldl = mma = 0 }
     /STL/ { stl++ } /LDL/ { ldl++ } /HGMMA/ { mma++ }
     END { printf "%s %s: STL %d LDL %d HGMMA %d\n", b, name, stl, ldl, mma }' | grep -i worker | tee -a "$out/sass.log"
 done
-cuobjdump -sass "$root/build/op_host/cuda/libhpmoe_cuda.so" >"$out/ws.sass" 2>&1
-timeout 300 python3 -m pytest -x -q -ra tests/cuda 2>&1 | tail -30 | tee "$out/pytest.log"
+[ "${TESTS:-1}" = 1 ] && timeout 300 python3 -m pytest -x -q -ra tests/cuda 2>&1 | tail -30 | tee "$out/pytest.log"
 [ "$tests_only" = 1 ] && exit 0
 tokens="${*:-8192}"
-for build in build build/nows; do
+for build in $builds; do
   echo "== $build" | tee -a "$out/bench.log"
   HPMOE_BUILD_DIR="$root/$build" timeout 150 python3 benchmarks/cuda_bench.py --tokens $tokens \
-    --routing balanced --repeat 3 2>&1 | tee -a "$out/bench.log"
+    --routing balanced --repeat 3 --variants ${VARIANTS:-pipelines+pool:128+4 mixed+pool} 2>&1 | tee -a "$out/bench.log"
 done

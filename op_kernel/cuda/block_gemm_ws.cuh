@@ -18,7 +18,12 @@
 namespace hpmoe {
 namespace cuda {
 
-constexpr uint32_t kWsProducerRegs = 40, kWsConsumerRegs = 232, kWsBaseRegs = 168;
+#ifndef HPMOE_WS_PRODUCER_REGS
+#define HPMOE_WS_PRODUCER_REGS 40
+#endif
+constexpr uint32_t kWsBaseRegs = 168;
+constexpr uint32_t kWsProducerRegs = HPMOE_WS_PRODUCER_REGS;
+constexpr uint32_t kWsConsumerRegs = (384 * kWsBaseRegs - 128 * kWsProducerRegs) / 256 / 8 * 8;
 static_assert(128 * kWsProducerRegs + 256 * kWsConsumerRegs <= 384 * kWsBaseRegs, "the register pool balances");
 static_assert(kThreads == 384 || !HPMOE_GEMM_WS, "one producer and two consumer warpgroups");
 constexpr uint32_t kWsConsumerWarps = 8;
@@ -156,15 +161,19 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
           const int row = i / 16, v = i % 16;
           const int64_t m = row0 + row, n = nh + 8 * v;
           if (m >= m_valid || n >= n_valid) continue;
-          uint4 x;
-          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                       : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-                       : "r"(buf + row * kEpiRowBytes + ((v ^ (row % 8)) * 16)));
+          const uint32_t src = buf + row * kEpiRowBytes + ((v ^ (row % 8)) * 16);
           if (rows_aligned && n + 8 <= n_valid) {
+            uint4 x;
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+                         : "r"(src));
             *reinterpret_cast<uint4*>(c + m * ldc + n) = x;
-          } else {
-            const T* e = reinterpret_cast<const T*>(&x);
-            for (int q = 0; q < 8 && n + q < n_valid; ++q) c[m * ldc + n + q] = e[q];
+          } else {  // a ragged or unaligned edge: element by element (no local copy of the vector)
+            for (int q = 0; q < 8 && n + q < n_valid; ++q) {
+              uint16_t bits;
+              asm volatile("ld.shared.u16 %0, [%1];" : "=h"(bits) : "r"(src + 2 * q));
+              reinterpret_cast<uint16_t*>(c)[m * ldc + n + q] = bits;
+            }
           }
         }
         if (wg == 0) NamedBarrier<kBarConsumerWg0, 128>();
@@ -190,19 +199,11 @@ __device__ int32_t RunWarpSpecialised(Gemm& g, Producer&& producer, Consumer&& c
   int32_t err;
   if (g.Producer()) {
     SetMaxRegsDec<kWsProducerRegs>();
-#ifdef EXP_NOPROD
-    err = 0;
-#else
     err = producer();
-#endif
     SetMaxRegsInc<kWsBaseRegs>();
   } else {
     SetMaxRegsInc<kWsConsumerRegs>();
-#ifdef EXP_NOCONS
-    err = 0;
-#else
     err = consumer();
-#endif
     SetMaxRegsDec<kWsBaseRegs>();
   }
   g.End();
