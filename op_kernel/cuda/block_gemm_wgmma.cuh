@@ -33,6 +33,16 @@ constexpr uint32_t kGemmSmemBytes = kStages * kStageBytes + 1024;  // + alignmen
 __device__ __forceinline__ uint32_t Bits16(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
 __device__ __forceinline__ uint32_t Bits16(__half v) { return __half_as_ushort(v); }
 
+// Up to 8 16-bit elements (fewer at a ragged edge) from shared memory to c, one at a time.
+template <class T>
+__device__ __forceinline__ void StoreEdge(T* c, uint32_t src, int count) {
+  for (int q = 0; q < 8 && q < count; ++q) {
+    uint16_t bits;
+    asm volatile("ld.shared.u16 %0, [%1];" : "=h"(bits) : "r"(src + 2 * q));
+    reinterpret_cast<uint16_t*>(c)[q] = bits;
+  }
+}
+
 template <class T>
 struct Stored {
   const T* base;
@@ -213,15 +223,15 @@ struct BlockGemm {
       const int row = i / kVecs, v = i % kVecs;
       const int64_t m = m0 + row, n = n0 + 8 * v;
       if (m >= m_valid || n >= n_valid) continue;
-      uint4 x;
-      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-                   : "r"(smem + row * kRowBytes + v * 16));
+      const uint32_t src = smem + row * kRowBytes + v * 16;
       if (rows_aligned && n + 8 <= n_valid) {  // n is a multiple of 8 (n0 of 256, vectors of 8)
+        uint4 x;
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
+                     : "r"(src));
         *reinterpret_cast<uint4*>(c + m * ldc + n) = x;
-      } else {
-        const T* e = reinterpret_cast<const T*>(&x);
-        for (int q = 0; q < 8 && n + q < n_valid; ++q) c[m * ldc + n + q] = e[q];
+      } else {  // a ragged or unaligned edge, element by element: a local copy of the vector cost every store
+        StoreEdge(c + m * ldc + n, src, int(n_valid - n));
       }
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots

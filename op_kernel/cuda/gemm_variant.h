@@ -10,8 +10,11 @@
 #endif
 #ifndef HPMOE_GEMM_WS
 // 1: warp-specialised TMA tile (block_gemm_ws.cuh): a producer warpgroup and two consumer warpgroups with
-// setmaxnreg, 384 threads per block; 0: the 256-thread tile in which the consumers also issue the loads.
-#define HPMOE_GEMM_WS HPMOE_GEMM_TMA
+// setmaxnreg, 384 threads per block; 0 (the default): the 256-thread tile in which the consumers also issue
+// the loads. Measured side by side on one H200 (docs/cuda.md "The warp-specialised tile"): the GMM tiles run
+// at the same rate, and every other handler, held to 168 registers by the 384-thread block, got slower, so
+// the whole op is 3-13% slower with it.
+#define HPMOE_GEMM_WS 0
 #endif
 #if HPMOE_GEMM_WS && !HPMOE_GEMM_TMA
 #error "the warp-specialised tile is fed by TMA (HPMOE_GEMM_WS=1 needs HPMOE_GEMM_TMA=1)"
