@@ -6,6 +6,7 @@
 
 #include "kernel_operator.h"
 
+#include "../runtime/regions.h"
 #include "../runtime/status.h"
 #include "kernel_context.h"
 #include "kernel_rows.h"
@@ -14,13 +15,11 @@
 namespace hpmoe {
 namespace ascend {
 
+using rt::SameRows;
 using ssc::SscTensorRef;
 
 HPMOE_DEVICE bool FullCols(const KernelContext& ctx, const __gm__ SscTensorRef& r) {
   return r.slot < ssc::kSlotCount && r.col_offset == 0 && r.cols == ctx.Cols(r.slot);
-}
-HPMOE_DEVICE bool SameRows(const __gm__ SscTensorRef& a, const __gm__ SscTensorRef& b) {
-  return a.row_offset == b.row_offset && a.rows == b.rows;
 }
 
 // s = 1 / (1 + exp(-g)) into `s` (the twin's Sigmoid, instruction by instruction).

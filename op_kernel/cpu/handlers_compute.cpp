@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "../runtime/regions.h"
 #include "../runtime/status.h"
 #include "../runtime/swiglu_block.h"
 #include "dtype.h"
@@ -13,6 +14,7 @@ namespace hpmoe {
 namespace cpu {
 namespace {
 
+using rt::SameRows;
 using ssc::SscTensorRef;
 
 // Rows [r0, r0+m) x cols [c0, c0+n) of `slot` as fp32: the slot itself when it is fp32, else converted
@@ -55,10 +57,6 @@ const float* ExpertWeightF32(const RankContext& ctx, WorkerScratch& s, uint32_t 
     s.cached_launch = s.launch;
   }
   return s.weight;
-}
-
-bool SameRows(const SscTensorRef& a, const SscTensorRef& b) {
-  return a.row_offset == b.row_offset && a.rows == b.rows;
 }
 
 bool FullCols(const RankContext& ctx, const SscTensorRef& r) {

@@ -71,20 +71,25 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     }
   }
 
-  // MN-major tiles keep K in lines: zero lines [valid, kBK) of both operands of slot s (generic stores,
-  // then a proxy fence so the wgmma reads them). Block-uniform; only the weight gradient needs it.
-  __device__ void ZeroKTail(int s, int valid) {
+  // MN-major tiles keep K in lines: zero lines [valid, kBK) of both operands of slot s with generic stores,
+  // this thread taking every stride-th 16-byte chunk from tid, then a proxy fence so that wgmma and the next
+  // TMA write see them. The caller's barrier follows.
+  __device__ void ZeroKTailChunks(int s, int valid, int tid, int stride) {
     static_assert(kAColMajor && !kBColMajor, "only MN-major A and B keep K in lines");
     const uint32_t base = this->smem + s * kStageBytes;
     constexpr int kBlocks = (kBM + kBN) / 64;  // A's then B's 64-wide blocks, contiguous, 8 KB each
     const int lines = kBK - valid;
-    for (int i = threadIdx.x; i < kBlocks * lines * 8; i += blockDim.x) {
+    for (int i = tid; i < kBlocks * lines * 8; i += stride) {
       const int blk = i / (lines * 8), line = valid + (i / 8) % lines, chunk = i % 8;
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(base + blk * kBK * 128 + line * 128 + chunk * 16),
                    "r"(0)
                    : "memory");
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  // Block-uniform; only the weight gradient needs it.
+  __device__ void ZeroKTail(int s, int valid) {
+    ZeroKTailChunks(s, valid, threadIdx.x, blockDim.x);
     __syncthreads();
   }
 

@@ -119,20 +119,10 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
     if (prev >= 0 && threadIdx.x % 32 == 0) MbarArrive(this->Empty(prev));
   }
 
-  // Consumers: lines [valid, kBK) of slot s's A and B blocks zeroed (generic stores, then a proxy fence so
-  // that wgmma and the next TMA write see them), both warpgroups done before either reads the slot.
+  // Consumers: lines [valid, kBK) of slot s zeroed by the 256 consumer threads, both warpgroups done before
+  // either reads the slot.
   __device__ void ZeroKTail(int s, int valid) {
-    static_assert(kAColMajor && !kBColMajor, "only MN-major A and B keep K in lines");
-    const uint32_t base = this->smem + s * kStageBytes;
-    constexpr int kBlocks = (kBM + kBN) / 64;
-    const int lines = kBK - valid;
-    for (int i = int(threadIdx.x) - 128; i < kBlocks * lines * 8; i += 256) {
-      const int blk = i / (lines * 8), line = valid + (i / 8) % lines, chunk = i % 8;
-      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(base + blk * kBK * 128 + line * 128 + chunk * 16),
-                   "r"(0)
-                   : "memory");
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    this->ZeroKTailChunks(s, valid, int(threadIdx.x) - 128, 256);
     NamedBarrier<kBarConsumers, 256>();
   }
 

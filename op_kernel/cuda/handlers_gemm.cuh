@@ -17,6 +17,7 @@
 #else
 #include "block_gemm_wgmma.cuh"
 #endif
+#include "../runtime/regions.h"
 #include "row_segments.cuh"
 
 namespace hpmoe {
@@ -33,9 +34,7 @@ constexpr uint32_t kWorkerSmemBytes = kGemmSmemBytes;
 __device__ __forceinline__ bool FullCols(const DeviceRank& d, const ssc::SscTensorRef& r) {
   return r.slot < ssc::kSlotCount && r.col_offset == 0 && r.cols == d.slots[r.slot].cols;
 }
-__device__ __forceinline__ bool SameRows(const ssc::SscTensorRef& a, const ssc::SscTensorRef& b) {
-  return a.row_offset == b.row_offset && a.rows == b.rows;
-}
+using rt::SameRows;
 
 template <class T>
 struct StoreRounded {

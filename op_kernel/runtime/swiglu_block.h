@@ -11,6 +11,7 @@
 
 #include "../ssc_layout.h"
 #include "device.h"
+#include "regions.h"
 
 namespace hpmoe {
 namespace rt {
@@ -20,8 +21,9 @@ struct SwigluBlock {
   uint64_t c0, cols;    // columns of A; gate columns c0.., up columns inter + c0.. of H (and dH)
 };
 
-HPMOE_DEVICE bool SameRowRange(const HPMOE_GM ssc::SscTensorRef& a, const HPMOE_GM ssc::SscTensorRef& b) {
-  return a.row_offset == b.row_offset && a.rows == b.rows;
+// The block a region names: its rows and columns.
+HPMOE_DEVICE SwigluBlock BlockOf(const HPMOE_GM ssc::SscTensorRef& r) {
+  return {r.row_offset, r.rows, r.col_offset, r.cols};
 }
 
 // Whether `gate` and `up` are the two halves of the block [c0, +cols) of an H-wide ([*, 2I]) slot, or one
@@ -29,7 +31,7 @@ HPMOE_DEVICE bool SameRowRange(const HPMOE_GM ssc::SscTensorRef& a, const HPMOE_
 HPMOE_DEVICE bool HalvesOf(const HPMOE_GM ssc::SscTensorRef& gate, const HPMOE_GM ssc::SscTensorRef* up,
                            uint64_t inter, uint64_t c0, uint64_t cols) {
   if (up == nullptr) return gate.col_offset == 0 && gate.cols == 2 * inter && c0 == 0 && cols == inter;
-  return gate.slot == up->slot && SameRowRange(gate, *up) && gate.col_offset == c0 && gate.cols == cols &&
+  return gate.slot == up->slot && SameRows(gate, *up) && gate.col_offset == c0 && gate.cols == cols &&
          up->col_offset == inter + c0 && up->cols == cols;
 }
 
@@ -38,12 +40,9 @@ HPMOE_DEVICE bool SwigluBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t inter, 
   const HPMOE_GM ssc::SscTensorRef& h = t.inputs[0];
   const HPMOE_GM ssc::SscTensorRef& out = t.outputs[0];
   const bool split = t.inputs[1].slot == ssc::kSlotH;
-  b->row0 = out.row_offset;
-  b->rows = out.rows;
-  b->c0 = out.col_offset;
-  b->cols = out.cols;
+  *b = BlockOf(out);
   return h.slot == ssc::kSlotH && out.slot == ssc::kSlotA && t.outputs[1].slot == ssc::kNoSlot && b->cols > 0 &&
-         b->c0 + b->cols <= inter && SameRowRange(h, out) &&
+         b->c0 + b->cols <= inter && SameRows(h, out) &&
          HalvesOf(h, split ? &t.inputs[1] : nullptr, inter, b->c0, b->cols);
 }
 
@@ -53,12 +52,9 @@ HPMOE_DEVICE bool SwigluGradBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t int
   const HPMOE_GM ssc::SscTensorRef& h = t.inputs[1];
   const HPMOE_GM ssc::SscTensorRef& dh = t.outputs[0];
   const bool split = t.inputs[2].slot == ssc::kSlotH;
-  b->row0 = da.row_offset;
-  b->rows = da.rows;
-  b->c0 = da.col_offset;
-  b->cols = da.cols;
+  *b = BlockOf(da);
   if (da.slot != ssc::kSlotDA || h.slot != ssc::kSlotH || dh.slot != ssc::kSlotDH || b->cols == 0 ||
-      b->c0 + b->cols > inter || !SameRowRange(da, h) || !SameRowRange(da, dh))
+      b->c0 + b->cols > inter || !SameRows(da, h) || !SameRows(da, dh))
     return false;
   if (!split) return t.outputs[1].slot == ssc::kNoSlot && HalvesOf(h, nullptr, inter, b->c0, b->cols) &&
                      HalvesOf(dh, nullptr, inter, b->c0, b->cols);
