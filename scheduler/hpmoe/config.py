@@ -111,7 +111,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 FIELD_NAMES = {f.name for f in dataclasses.fields(MoeConfig)}
 
 
-def _round_up(value: int, multiple: int) -> int:
+def round_up(value: int, multiple: int) -> int:
+    """The smallest multiple of `multiple` that is at least `value`."""
     return -(-value // multiple) * multiple
 
 
@@ -167,7 +168,7 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
     changes["wgrad_tile"] = wgrad
     token_tile = cfg.token_tile or cfg.tile_m
     changes["token_tile"] = token_tile
-    cap_limit = _round_up(cfg.max_rows_per_pair, cfg.tile_m)
+    cap_limit = round_up(cfg.max_rows_per_pair, cfg.tile_m)
     if cfg.recv_rows_per_src:
         if cfg.recv_rows_per_src % cfg.tile_m:
             raise ConfigError(f"recv_rows_per_src={cfg.recv_rows_per_src} is not divisible by "
@@ -176,7 +177,7 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
     else:
         wanted = cfg.tokens * cfg.topk / cfg.ep * cfg.capacity_factor  # a float: compare before ceil
         capacity = cap_limit if wanted >= cap_limit else \
-            min(cap_limit, _round_up(max(1, math.ceil(wanted)), cfg.tile_m))
+            min(cap_limit, round_up(max(1, math.ceil(wanted)), cfg.tile_m))
     changes["recv_rows_per_src"] = capacity
     if capacity * cfg.ep >= 2**31:
         raise ConfigError(f"buffers of {capacity * cfg.ep} rows exceed the 32-bit row indices of the SSC")

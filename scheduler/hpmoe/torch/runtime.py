@@ -9,7 +9,7 @@ import weakref
 import torch
 import torch.distributed as dist
 
-from ..config import make_config
+from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
@@ -133,7 +133,7 @@ class MoeFfnRuntime:
                               act_n_block=self.inter)
         cfg = self._tuned(cfg)
         if self.ep == 1 or self.sync_free:  # the bucket that holds any routing: nothing to agree on per call
-            rows_per_src = -(-tokens * min(self.topk, self.experts) // cfg.tile_m) * cfg.tile_m
+            rows_per_src = round_up(cfg.max_rows_per_pair, cfg.tile_m)
         if rows_per_src is not None:
             cfg = cfg.replace(recv_rows_per_src=max(rows_per_src, cfg.tile_m if self.ep > 1 else 0))
         return cfg
@@ -170,11 +170,11 @@ class MoeFfnRuntime:
         rows, t_max, t_min = (int(v) for v in need.tolist())
         if t_max != -t_min:
             raise ValueError("every rank of the EP group must pass the same number of tokens")
-        rows = -(-rows // cfg.tile_m) * cfg.tile_m
+        rows = round_up(rows, cfg.tile_m)
         made = [c for (t, c, w) in self._all if t == tokens and w == transposed]
         if any(c >= rows for c in made):
             return min(c for c in made if c >= rows)
-        grown = -(-int(max(made) * 1.25) // cfg.tile_m) * cfg.tile_m if made else 0
+        grown = round_up(int(max(made) * 1.25), cfg.tile_m) if made else 0
         return max(cfg.recv_rows_per_src, rows, grown)
 
     def lease(self, tokens: int, topk_ids: torch.Tensor, transposed: bool = False) -> _Lease:
