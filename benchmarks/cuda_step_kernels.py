@@ -1,25 +1,41 @@
 """Every GPU kernel of one user step (`y = m(x, ids, w); y.backward(dy)`) with its time, from the PyTorch
 profiler's CUDA activity: what the step runs besides hpmoe's persistent kernels (plan, bind, autograd's
-gradient accumulation) and how long each takes. DeepSeek-V3 expert shapes, EP 1.
+gradient accumulation) and how long each takes, then one step's timeline with the GPU's idle gaps. EP 1,
+random routing; `--path torch` profiles the PyTorch path (cuda_torch_path.py) at the same shape.
 
-    python3 benchmarks/cuda_step_kernels.py [--tokens 8192] [--steps 5]
+    python3 benchmarks/cuda_step_kernels.py [--shape deepseek-v3:8192] [--path hpmoe|torch] [--steps 5]
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
+from pathlib import Path
+
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from hpmoe.torch import MoEFFN
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_torch_path import moe_ffn_torch  # noqa: E402
+from cuda_user_step import SHAPES  # noqa: E402
+
+from hpmoe.torch import MoEFFN  # noqa: E402
 
 
 def warm_deepseek_step(tokens: int):
-    """MoEFFN with DeepSeek-V3 expert shapes (EP 1, random routing) and the step's inputs, after 3 warm-up
-    steps: (module, x, topk_ids, topk_weights, dy)."""
-    h, inter, E, k = 7168, 2048, 8, 8
+    """warm_step at DeepSeek-V3 expert shapes (cuda_host_profile.py)."""
+    return warm_step("deepseek-v3", tokens, "hpmoe")
+
+
+def warm_step(model: str, tokens: int, path: str):
+    """A step function of `path` at `model`'s expert shapes (EP 1, random routing) and the step's inputs,
+    after 3 warm-up steps: (module or step callable, x, topk_ids, topk_weights, dy). The module is called
+    as m(x, ids, w)."""
+    h, inter, E, k = SHAPES[model]
     m = MoEFFN(h, inter, E, k)
+    if path == "torch":  # the same parameters as the PyTorch path's own leaves
+        w1, w2 = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
+        m = lambda x, ids, w: moe_ffn_torch(x, w1, w2, ids.long(), w)  # noqa: E731
     x = torch.randn(tokens, h, device="cuda").bfloat16().requires_grad_()
     ids = torch.argsort(torch.rand(tokens, E, device="cuda"), dim=1)[:, :k].int()
     w = torch.softmax(torch.randn(tokens, k, device="cuda"), -1).requires_grad_()
@@ -32,17 +48,21 @@ def warm_deepseek_step(tokens: int):
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--tokens", type=int, default=8192)
+    p.add_argument("--shape", default="deepseek-v3:8192", help=f"MODEL:TOKENS, MODEL one of {', '.join(SHAPES)}")
+    p.add_argument("--path", choices=("hpmoe", "torch"), default="hpmoe")
     p.add_argument("--steps", type=int, default=5)
     args = p.parse_args()
-    m, x, ids, w, dy = warm_deepseek_step(args.tokens)
+    model, tokens = args.shape.split(":")
+    if model not in SHAPES:
+        p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
+    m, x, ids, w, dy = warm_step(model, int(tokens), args.path)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)
         torch.cuda.synchronize()
     rows = sorted(((e.key, e.device_time_total / args.steps / 1e3, e.count // args.steps)
                    for e in prof.key_averages() if e.device_time_total > 0), key=lambda r: -r[1])
-    print(f"per step, T={args.tokens}: kernel, ms, launches")
+    print(f"{args.path} per step, {args.shape}: kernel, ms, launches")
     for name, ms, n in rows:
         print(f"{ms:9.3f} ms  x{n:<3d} {name[:110]}")
     print(f"{sum(r[1] for r in rows):9.3f} ms  total GPU time per step")

@@ -27,6 +27,37 @@ def test_rule_splits_wide_experts_with_few_row_tiles():
     assert gmm_split.col_blocks(cfg, cfg.inter)[-1] == (12288, 2048)
 
 
+def test_rule_gives_long_k_ops_narrower_blocks():
+    cfg = make_config(None, MIXTRAL)
+    h, inter = cfg.hidden, cfg.inter
+    # Tasks of about equal work: GMM1 and the activation gradient (K = h) keep the rule's 2048 columns, GMM2
+    # (K = I) and the gate gradient (K = 2I) get 2048 * h / K, down to the GPU tile's 256.
+    assert [gmm_split.op_block(cfg, k) for k in (h, inter, 2 * inter)] == [2048, 512, 256]
+    assert len(gmm_split.col_blocks(cfg, h, inter)) == 8 and len(gmm_split.col_blocks(cfg, h, 2 * inter)) == 16
+    assert gmm_split.col_blocks(cfg, 2 * inter, h) == gmm_split.col_blocks(cfg, 2 * inter)
+    explicit = cfg.replace(gmm_n_block=1024)  # an explicit block (hpmoe tune) is every op's block
+    assert [gmm_split.op_block(explicit, k) for k in (h, inter, 2 * inter)] == [1024, 1024, 1024]
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_long_k_blocks_compile_and_pass_both_validators(direction):
+    # The small preset with I > h and few rows, so that the rule splits and scales the blocks.
+    cfg = make_config("small", {"ep": 2, "hidden": 1024, "inter": 4096, "tokens": 32, "topk": 1, "num_aic": 4,
+                                "mixed_queues": True, "claim_pool": True, "wgrad_tile": 32})
+    assert gmm_split.auto_n_block(cfg) > 0 and gmm_split.op_block(cfg, 2 * cfg.inter) < gmm_split.n_block(cfg)
+    schedules = compile_group(cfg, direction)
+    assert validate(schedules, group=True) == []
+    error, _ = native.validate_ssc([to_bytes(s) for s in schedules])
+    assert not error, error
+    s = schedules[0]
+    op = TaskType.GMM if direction == "fwd" else TaskType.GMM_TRANS_B
+    long_k_out = Slot.Y_EXPERT if direction == "fwd" else Slot.DX_EXPERT
+    k = cfg.inter if direction == "fwd" else 2 * cfg.inter
+    cols = {int(t["outputs"][0]["cols"]) for t in s.tasks
+            if t["task_type"] == op and t["outputs"][0]["slot"] == long_k_out}
+    assert cols == {gmm_split.op_block(cfg, k)}
+
+
 @pytest.mark.parametrize("over", [dict(preset="deepseek-v3"), dict(row_pipelines=True), dict(tokens=65536),
                                   dict(mixed_queues=False)])
 def test_rule_keeps_whole_widths_when_row_tiles_fill_the_workers(over):

@@ -162,6 +162,23 @@ def test_row_pipelines_keep_each_row_tile_on_one_worker(direction):
             assert not chain & set(kinds[first:]), kinds
 
 
+def test_with_pool_units_the_vector_queues_take_the_final_reductions():
+    # Backward with a claim pool (no pipelines): the cube-queue workers claim weight-gradient tiles after their
+    # own queue, so a reduction there would hold them until the last combine put.
+    cfg = CFG.replace(mixed_queues=True, claim_pool=True, tokens=96)
+    s = schedule_rank(build_group_tasks(cfg, "bwd"), 0)
+    queues = [s.tasks["task_type"][s.queue_tasks(q)].tolist() for q in range(cfg.num_aic + cfg.num_aiv)]
+    takers = [q for q, types in enumerate(queues) if TaskType.BWD_COMBINE_REDUCE in types]
+    assert takers == list(range(cfg.num_aic, cfg.num_aic + cfg.num_aiv))
+    assert all(queues[q][-1] == TaskType.BWD_COMBINE_REDUCE for q in takers)
+    assert validate(compile_group(cfg, "bwd"), group=True) == []
+    # The forward has no pool units: its reductions still go to every worker, cube queues first.
+    f = schedule_rank(build_group_tasks(cfg, "fwd"), 0)
+    fwd = [f.tasks["task_type"][f.queue_tasks(q)].tolist() for q in range(cfg.num_aic + cfg.num_aiv)]
+    assert [q for q, types in enumerate(fwd) if TaskType.COMBINE_REDUCE in types] == \
+        list(range(cfg.num_aic + cfg.num_aiv))
+
+
 def test_row_pipelines_need_mixed_queues():
     with pytest.raises(ConfigError, match="row_pipelines needs mixed_queues"):
         CFG.replace(row_pipelines=True)

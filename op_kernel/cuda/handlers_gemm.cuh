@@ -224,9 +224,20 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
 #endif
       });
       if (err != 0) break;
-      if (d.dw_half)  // bound to a framework's gradient in the model dtype: the one rounding, here
+      // Bound to a framework's gradient in the model dtype: the one rounding, here. The TMA build writes it as
+      // 16-byte row vectors through shared memory, like the GMM tiles (the same FromF rounding, the same
+      // bits): with K as short as an expert's rows the epilogue is a large share of a tile (Mixtral-8x7B
+      // experts at 4096 tokens, fwd+bwd kernels 25.8 -> 24.4 ms against 4-byte stores from the accumulators;
+      // issuing the next tile's first loads before the epilogue as well measured the same, 24.5 ms; one
+      // H200, benchmarks/RESULTS.md).
+      if (d.dw_half)
+#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
+        g.WriteStaged(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg),
+                      int64_t(n));
+#else
         g.Write(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg), int64_t(n),
                 StoreRounded<T>{});
+#endif
       else
         g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
     }

@@ -76,7 +76,7 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
         else:
             m = cfg.recv_rows // node.task_num
         if node.task_type in GMM_TYPES:
-            n = col_blocks(cfg, out.cols)[0][1]
+            n = col_blocks(cfg, out.cols, k)[0][1]
         elif node.task_type in ACT_TYPES:  # output columns per task: the block of A, of dH's gate and up
             n = act_blocks(cfg)[0][1] * out.cols // cfg.inter
         else:

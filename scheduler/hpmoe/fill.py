@@ -141,7 +141,7 @@ def fill_row_tiled(f: Filler) -> None:
         fill_act_blocks(f)
         return
     (out,) = f.op.outputs
-    blocks = col_blocks(f.cfg, out.cols) if f.op.task_type in GMM_TYPES else [(0, out.cols)]
+    blocks = col_blocks(f.cfg, out.cols, f.op.inputs[0].cols) if f.op.task_type in GMM_TYPES else [(0, out.cols)]
     for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
         inputs = [_row_ref(f, t, row0, rows) for t in f.op.inputs]
         for j, (c0, cols) in enumerate(blocks):

@@ -54,9 +54,22 @@ def n_block(cfg: MoeConfig) -> int:
     return cfg.gmm_n_block or auto_n_block(cfg)
 
 
-def col_blocks(cfg: MoeConfig, width: int) -> list[tuple[int, int]]:
-    """(first column, columns) of each task of a GMM op writing `width` columns, left to right."""
+def op_block(cfg: MoeConfig, k: int) -> int:
+    """Columns per task of a GMM op whose K is `k` (0: whole width). The rule's block is sized for K = h (GMM1,
+    the activation gradient); an op with a longer K (GMM2 and the gate gradient when I > h: Mixtral's 14336 and
+    28672) gets proportionally fewer columns, so its tasks cost what the others' do: a 2048-column GMM2 task
+    at I 14336 ran 1.6 ms, and the forward's last 2 ms were its 128 tasks on 112 blocks (one H200 trace). An
+    explicit gmm_n_block is used as given for every op."""
     block = n_block(cfg)
+    if block == 0 or cfg.gmm_n_block or k <= cfg.hidden:
+        return block
+    return max(GMM_TILE_N, (block * cfg.hidden // k) // GMM_TILE_N * GMM_TILE_N)
+
+
+def col_blocks(cfg: MoeConfig, width: int, k: int = 0) -> list[tuple[int, int]]:
+    """(first column, columns) of each task of a GMM op writing `width` columns with inner dimension `k` (0:
+    the rule's block as it is), left to right."""
+    block = op_block(cfg, k)
     if block == 0 or block >= width:
         return [(0, width)]
     return [(c0, min(block, width - c0)) for c0 in range(0, width, block)]

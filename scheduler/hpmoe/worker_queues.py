@@ -4,7 +4,8 @@ Mixed queues (cfg.mixed_queues), for backends whose every worker runs every hand
 ends of a direction are vector work that the cube workers would only wait through, so both are dealt over all
 workers, cube ones first. Head: the dispatch puts, right after the entry signals and count puts (which every
 put waits on), so the receive slots fill at the speed of all workers, not of the vector ones. Tail: the final
-top-k reductions, which cannot start before the last GMM tile's rows come back, after each worker's own queue.
+top-k reductions, which cannot start before the last GMM tile's rows come back, after each worker's own queue
+(the vector-queue workers' only, when there are pool units to claim).
 Row pipelines (cfg.row_pipelines, needs mixed queues): the cube-queue workers also run every row tile's
 vector steps, one whole chain per worker (pipelines.py).
 Claim pool (cfg.claim_pool): work whose cost follows the routing leaves the workers' queues for pool units,
@@ -93,8 +94,14 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
     for queue, share in zip(everyone, _deal_head(cfg, head, len(everyone))):
         setup = next((i for i, t in enumerate(queue) if t.task_type not in SETUP_TYPES), len(queue))
         queue[setup:setup] = share
-    for i, task in enumerate(tail):  # last in every queue: nothing a worker runs earlier can wait on them
-        everyone[i % len(everyone)].append(task)
+    # Last in every queue: nothing a worker runs earlier can wait on them. With claim-pool units (the
+    # weight-gradient tiles of a backward) the cube-queue workers claim after their own queue, and a reduction
+    # there would hold each of them until the last combine put (DeepSeek-V3 experts at 1024 tokens, one
+    # reduction per worker: the first weight-gradient tile moved from 1.4 to 2.2 ms into a 4.2 ms backward), so
+    # the vector-queue workers, idle by then, take them.
+    takers = queues[QueueType.VTQ] if pool and queues[QueueType.VTQ] else everyone
+    for i, task in enumerate(tail):
+        takers[i % len(takers)].append(task)
     if cfg.claim_pool:
         queues[QueueType.POOL] = pool
     return queues

@@ -15,6 +15,7 @@ from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
 from ..gmm_split import busy_row_tiles
 from ..ssc_format import Slot
+from ..token_split import auto_token_tile
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _RUNTIMES: "weakref.WeakValueDictionary[int, MoeFfnRuntime]" = weakref.WeakValueDictionary()
@@ -131,6 +132,8 @@ class MoeFfnRuntime:
             aiv = self.num_aiv if self._aiv_given else min(20, self.num_aic + self.num_aiv - 1)
             cfg = cfg.replace(row_pipelines=False, num_aic=self.num_aic + self.num_aiv - aiv, num_aiv=aiv,
                               act_n_block=self.inter)
+        if not self.token_tile:  # one reduction task per worker block (token_split.py)
+            cfg = cfg.replace(token_tile=auto_token_tile(tokens, cfg.num_aic + cfg.num_aiv, cfg.tile_m))
         cfg = self._tuned(cfg)
         if self.ep == 1 or self.sync_free:  # the bucket that holds any routing: nothing to agree on per call
             rows_per_src = round_up(cfg.max_rows_per_pair, cfg.tile_m)
