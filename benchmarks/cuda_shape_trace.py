@@ -3,7 +3,7 @@ the kernels' times and a Perfetto trace for benchmarks/cuda_trace_summary.py, to
 time goes (which task types, how many blocks busy over time).
 
     python3 benchmarks/cuda_shape_trace.py mixtral-8x7b:4096 --out trace.json [--gmm-n-block N] [--act-n-block N]
-        [--pipelines]
+        [--pipelines] [--transposed]
 """
 from __future__ import annotations
 
@@ -34,11 +34,13 @@ def main() -> int:
                    help="override the SwiGLU column block (0: the rule; I or more: whole rows)")
     p.add_argument("--pipelines", action="store_true", help="force row pipelines")
     p.add_argument("--workers", help="AIC+AIV blocks, e.g. 96+36 (default: MoEFFN's)")
+    p.add_argument("--transposed", action="store_true",
+                   help="weights in nn.Linear's / transformers' layout ([E, 2I, h], [E, h, I])")
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     h, inter, E, k = SHAPES[model]
     rt = MoeFfnRuntime(h, inter, E, k)
-    cfg = rt.config(int(tokens))
+    cfg = rt.config(int(tokens), None, args.transposed)
     if args.pipelines:
         cfg = cfg.replace(row_pipelines=True)
     if args.workers:
@@ -54,8 +56,9 @@ def main() -> int:
     bf16 = lambda a: torch.from_numpy(a.astype(np.float32)).bfloat16().view(torch.int16).numpy().view(np.uint16)  # noqa: E731
     with CudaGroup(cfg, [0]) as g:
         T = int(tokens)
-        g.load_rank(0, bf16(rng.standard_normal((T, h))), bf16(rng.standard_normal((E, h, 2 * inter)) * h ** -0.5),
-                    bf16(rng.standard_normal((E, inter, h)) * inter ** -0.5), bf16(rng.standard_normal((T, h))),
+        w1 = rng.standard_normal((E, 2 * inter, h) if args.transposed else (E, h, 2 * inter)) * h ** -0.5
+        w2 = rng.standard_normal((E, h, inter) if args.transposed else (E, inter, h)) * inter ** -0.5
+        g.load_rank(0, bf16(rng.standard_normal((T, h))), bf16(w1), bf16(w2), bf16(rng.standard_normal((T, h))),
                     ids[0], weights[0])
         for _ in range(2):
             f, b = g.run("fwd", timeout_s=60)[0], g.run("bwd", timeout_s=60)[0]
@@ -63,7 +66,7 @@ def main() -> int:
         g.run("bwd", timeout_s=60, trace=True)
         stamps = {(d, 0): g.trace(0, d) for d in ("fwd", "bwd")}
         write_trace(args.out, g.schedules, stamps)
-    print(f"{args.shape}: row_pipelines={cfg.row_pipelines} claim_pool={cfg.claim_pool} gmm_n_block={cfg.gmm_n_block}"
+    print(f"{args.shape}: weights_transposed={cfg.weights_transposed} row_pipelines={cfg.row_pipelines} claim_pool={cfg.claim_pool} gmm_n_block={cfg.gmm_n_block}"
           f" act_n_block={act_n_block(cfg)} workers {cfg.num_aic}+{cfg.num_aiv}: fwd {f:.2f} ms, bwd {b:.2f} ms")
     return 0
 

@@ -34,9 +34,9 @@ class CudaHandlers {
   __device__ int32_t GmmWeightGrad(const rt::TaskCall& c) {
     return Traced(c, [&] { return RunWeightGrad<T>(d_, smem_, *c.task); });
   }
-  __device__ int32_t Swiglu(const rt::TaskCall& c) { return Traced(c, [&] { return RunSwiglu<T>(d_, *c.task); }); }
+  __device__ int32_t Swiglu(const rt::TaskCall& c) { return Traced(c, [&] { return RunSwiglu<T>(d_, smem_, *c.task); }); }
   __device__ int32_t SwigluGrad(const rt::TaskCall& c) {
-    return Traced(c, [&] { return RunSwigluGrad<T>(d_, *c.task); });
+    return Traced(c, [&] { return RunSwigluGrad<T>(d_, smem_, *c.task); });
   }
   __device__ int32_t CombineReduce(const rt::TaskCall& c) {
     return Traced(c, [&] { return RunCombineReduce<T>(d_, *c.task); });

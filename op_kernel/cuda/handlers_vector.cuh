@@ -6,6 +6,9 @@
 
 #include "../runtime/swiglu_block.h"
 #include "handlers_gemm.cuh"
+#if HPMOE_GEMM_TMA
+#include "bulk_stream.cuh"
+#endif
 
 namespace hpmoe {
 namespace cuda {
@@ -44,21 +47,73 @@ __device__ __forceinline__ void ForEachVecBatch(uint64_t r0, uint64_t r1, uint32
   }
 }
 
+// SwiGLU of one 8-element vector: a = silu(g) * u, in fp32 from the stored 16-bit values, one rounding.
+template <class T>
+__device__ __forceinline__ void SwigluVec(const uint4& g, const uint4& u, T* a) {
+  float gf[8], uf[8], o[8];
+  Unpack8<T>(g, gf);
+  Unpack8<T>(u, uf);
+  for (int e = 0; e < 8; ++e) o[e] = gf[e] * Sigmoid(gf[e]) * uf[e];
+  Store8(a, o);
+}
+
+// Its gradient: dg and du of one vector from g, u and da.
+template <class T>
+__device__ __forceinline__ void SwigluGradVec(const uint4& g, const uint4& u, const uint4& dv, T* dg_out, T* du_out) {
+  float gf[8], uf[8], dvf[8], dg[8], du[8];
+  Unpack8<T>(g, gf);
+  Unpack8<T>(u, uf);
+  Unpack8<T>(dv, dvf);
+  for (int e = 0; e < 8; ++e) {
+    const float sg = Sigmoid(gf[e]);
+    du[e] = dvf[e] * gf[e] * sg;
+    dg[e] = dvf[e] * uf[e] * sg * (1.0f + gf[e] * (1.0f - sg));
+  }
+  Store8(dg_out, dg);
+  Store8(du_out, du);
+}
+
+#if HPMOE_GEMM_TMA
+__device__ __forceinline__ uint4 LoadShared16(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
+}
+
+// Every vector of a stage of StreamRows: f(j, v, slot offset) for row j of the stage and vector v of it.
+template <class F>
+__device__ __forceinline__ void ForEachStagedVec(uint32_t rows, uint32_t w, F&& f) {
+  const uint32_t vecs = w / 8;
+  for (uint32_t i = threadIdx.x; i < rows * vecs; i += blockDim.x) f(i / vecs, i % vecs, (i / vecs) * w * 2 + (i % vecs) * 16);
+}
+#endif
+
 // A column block of A (rt::SwigluBlock: the whole width is the block [0, I)); blocks start and end on
 // 8-element vectors (act_n_block and I are multiples of 8). The same vectors get the same arithmetic in any
-// block, so a split schedule's outputs are bitwise the whole width's.
+// block and either path, so a split schedule's outputs are bitwise the whole width's.
 template <class T>
-__device__ int32_t RunSwiglu(const DeviceRank& d, const ssc::SscTask& t) {
+__device__ int32_t RunSwiglu(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
   const uint64_t inter = d.cfg.inter;
   rt::SwigluBlock b;
   if (!rt::SwigluBlockOf(t, inter, &b) || b.c0 % 8 != 0 || b.cols % 8 != 0) return rt::kErrRegion;
   const T* hs = d.Slot<T>(ssc::kSlotH) + b.c0;  // gate at hs[r * 2I + c], up at hs[r * 2I + I + c]
   T* as = d.Slot<T>(ssc::kSlotA) + b.c0;
-  const uint32_t vecs = uint32_t(b.cols / 8);
   return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
+#if HPMOE_GEMM_TMA
+    // Gate and up rows through shared memory by bulk copies (bulk_stream.cuh).
+    StreamRows<2>(smem, RowPieces(uint32_t(r1 - r0), uint32_t(b.cols)),
+                  [&](int i, uint32_t j) { return hs + (r0 + j) * 2 * inter + i * inter; },
+                  [&](uint32_t r, uint32_t rows, uint32_t c0, uint32_t w, auto slot) {
+                    ForEachStagedVec(rows, w, [&](uint32_t j, uint32_t v, uint32_t off) {
+                      SwigluVec<T>(LoadShared16(slot(0) + off), LoadShared16(slot(1) + off),
+                                   as + (r0 + r + j) * inter + c0 + v * 8);
+                    });
+                  });
+#else
     // kVecUnroll vectors per thread per pass: their loads are all issued before any is used (latency-bound
     // otherwise: two 16-byte loads in flight per thread moved about 7 GB/s per block).
-    ForEachVecBatch(r0, r1, vecs, [&](auto at) {
+    (void)smem;
+    ForEachVecBatch(r0, r1, uint32_t(b.cols / 8), [&](auto at) {
       uint4 g[kVecUnroll], u[kVecUnroll];
       uint64_t r, c;
 #pragma unroll
@@ -68,29 +123,37 @@ __device__ int32_t RunSwiglu(const DeviceRank& d, const ssc::SscTask& t) {
         u[q] = LoadRaw(hs + r * 2 * inter + inter + c);
       }
 #pragma unroll
-      for (int q = 0; q < kVecUnroll; ++q) {
-        if (!at(q, r, c)) continue;
-        float gf[8], uf[8], o[8];
-        Unpack8<T>(g[q], gf);
-        Unpack8<T>(u[q], uf);
-        for (int e = 0; e < 8; ++e) o[e] = gf[e] * Sigmoid(gf[e]) * uf[e];
-        Store8(as + r * inter + c, o);
-      }
+      for (int q = 0; q < kVecUnroll; ++q)
+        if (at(q, r, c)) SwigluVec<T>(g[q], u[q], as + r * inter + c);
     });
+#endif
   });
 }
 
 template <class T>
-__device__ int32_t RunSwigluGrad(const DeviceRank& d, const ssc::SscTask& t) {
+__device__ int32_t RunSwigluGrad(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
   const uint64_t inter = d.cfg.inter;
   rt::SwigluBlock b;
   if (!rt::SwigluGradBlockOf(t, inter, &b) || b.c0 % 8 != 0 || b.cols % 8 != 0) return rt::kErrRegion;
   const T* hs = d.Slot<T>(ssc::kSlotH) + b.c0;
   const T* das = d.Slot<T>(ssc::kSlotDA) + b.c0;
   T* dhs = d.Slot<T>(ssc::kSlotDH) + b.c0;
-  const uint32_t vecs = uint32_t(b.cols / 8);
   return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
-    ForEachVecBatch(r0, r1, vecs, [&](auto at) {
+#if HPMOE_GEMM_TMA
+    StreamRows<3>(smem, RowPieces(uint32_t(r1 - r0), uint32_t(b.cols)),
+                  [&](int i, uint32_t j) {
+                    return i < 2 ? hs + (r0 + j) * 2 * inter + i * inter : das + (r0 + j) * inter;
+                  },
+                  [&](uint32_t r, uint32_t rows, uint32_t c0, uint32_t w, auto slot) {
+                    ForEachStagedVec(rows, w, [&](uint32_t j, uint32_t v, uint32_t off) {
+                      T* dg = dhs + (r0 + r + j) * 2 * inter + c0 + v * 8;
+                      SwigluGradVec<T>(LoadShared16(slot(0) + off), LoadShared16(slot(1) + off),
+                                       LoadShared16(slot(2) + off), dg, dg + inter);
+                    });
+                  });
+#else
+    (void)smem;
+    ForEachVecBatch(r0, r1, uint32_t(b.cols / 8), [&](auto at) {
       uint4 g[kVecUnroll], u[kVecUnroll], dv[kVecUnroll];
       uint64_t r, c;
 #pragma unroll
@@ -101,21 +164,10 @@ __device__ int32_t RunSwigluGrad(const DeviceRank& d, const ssc::SscTask& t) {
         dv[q] = LoadRaw(das + r * inter + c);
       }
 #pragma unroll
-      for (int q = 0; q < kVecUnroll; ++q) {
-        if (!at(q, r, c)) continue;
-        float gf[8], uf[8], dvf[8], dg[8], du[8];
-        Unpack8<T>(g[q], gf);
-        Unpack8<T>(u[q], uf);
-        Unpack8<T>(dv[q], dvf);
-        for (int e = 0; e < 8; ++e) {
-          const float sg = Sigmoid(gf[e]);
-          du[e] = dvf[e] * gf[e] * sg;
-          dg[e] = dvf[e] * uf[e] * sg * (1.0f + gf[e] * (1.0f - sg));
-        }
-        Store8(dhs + r * 2 * inter + c, dg);
-        Store8(dhs + r * 2 * inter + inter + c, du);
-      }
+      for (int q = 0; q < kVecUnroll; ++q)
+        if (at(q, r, c)) SwigluGradVec<T>(g[q], u[q], dv[q], dhs + r * 2 * inter + c, dhs + r * 2 * inter + inter + c);
     });
+#endif
   });
 }
 
