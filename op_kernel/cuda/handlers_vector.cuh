@@ -84,7 +84,8 @@ __device__ __forceinline__ uint4 LoadShared16(uint32_t addr) {
 template <class F>
 __device__ __forceinline__ void ForEachStagedVec(uint32_t rows, uint32_t w, F&& f) {
   const uint32_t vecs = w / 8;
-  for (uint32_t i = threadIdx.x; i < rows * vecs; i += blockDim.x) f(i / vecs, i % vecs, (i / vecs) * w * 2 + (i % vecs) * 16);
+  for (uint32_t i = threadIdx.x; i < rows * vecs; i += blockDim.x)
+    f(i / vecs, i % vecs, (i / vecs) * w * 2 + (i % vecs) * 16);
 }
 #endif
 

@@ -60,7 +60,7 @@ def moe_ffn(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor,
             w2: torch.Tensor, runtime: MoeFfnRuntime) -> torch.Tensor:
     """y [T, h] = sum_j topk_weights[t, j] * (silu(x W1g[e]) * (x W1u[e])) W2[e], e = topk_ids[t, j].
     w1 [E_local, h, 2I] (gate | up) and w2 [E_local, I, h], contiguous or transpose views of the layouts
-    transformers stores ([E, 2I, h] / [E, h, I]; read through a contiguous copy for now). Differentiable in
+    transformers stores ([E, 2I, h] / [E, h, I]; both read in place, other strides copied). Differentiable in
     x, topk_weights, w1 and w2. Under autocast a floating x is cast to the op's dtype, as autocast ops do."""
     if x.dtype != runtime.dtype and x.is_floating_point() and torch.is_autocast_enabled(x.device.type):
         x = x.to(runtime.dtype)
