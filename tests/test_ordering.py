@@ -155,6 +155,9 @@ def test_row_pipelines_keep_each_row_tile_on_one_worker(direction):
             assert worker_of[i] < cfg.num_aic, "chains go to cube-queue workers"
             by_row.setdefault(int(s.tasks["inputs"][i][0]["row_offset"]), set()).add(worker_of[i])
     assert by_row and all(len(w) == 1 for w in by_row.values()), by_row
+    topk = [worker_of[i] for i in range(len(types)) if int(types[i]) == TaskType.TOPK_WEIGHT_GRAD]
+    assert all(q >= cfg.num_aic for q in topk), "router-weight gradient tiles go to the vector-queue workers"
+    assert (direction == "bwd") == bool(topk)
     for q in range(cfg.num_aic):  # weight gradients after every chain of their worker (they wait on all)
         kinds = [int(t) for t in types[s.queue_tasks(q)]]
         if TaskType.GMM_WEIGHT_GRAD in kinds:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from .config import MoeConfig
 from .expected_work import deal_by_expected_work, deal_units
 from .ordering import queue_order
-from .pipelines import CHAIN_TYPES, EARLY_TYPES, pipeline_units
+from .pipelines import CHAIN_TYPES, pipeline_units
 from .ssc_format import QueueType, TaskType
 from .tasks import Task
 
@@ -83,7 +83,7 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
         vtq = orders[QueueType.VTQ]
         head = [t for t in vtq if t.task_type in HEAD_TYPES]
         tail = [t for t in vtq if t.task_type in TAIL_TYPES]
-        moved = HEAD_TYPES + TAIL_TYPES + (CHAIN_TYPES + EARLY_TYPES if cfg.row_pipelines else ())
+        moved = HEAD_TYPES + TAIL_TYPES + (CHAIN_TYPES if cfg.row_pipelines else ())
         orders[QueueType.VTQ] = [t for t in vtq if t.task_type not in moved]
     if cfg.row_pipelines:
         ctq = deal_units(cfg, [u for u in units if id(u[0]) not in pooled], cfg.num_aic)
