@@ -61,18 +61,21 @@ __device__ __noinline__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sy
     T* o = dst + i * h;
     if (!kBackward) {
       CopyVectors(reinterpret_cast<uint4*>(o), reinterpret_cast<const uint4*>(s), h / 8, lane, 32);
-    } else {  // dY[t, j] = topk_weights[t, j] * dy[t], rounded once; two vectors in flight per lane
+    } else {  // dY[t, j] = topk_weights[t, j] * dy[t], rounded once; kInFlight vectors in flight per lane
+      constexpr uint32_t kInFlight = HPMOE_COPY_IN_FLIGHT;
       const float w = weights[tk];
-      for (uint64_t v = lane; v < h / 8; v += 64) {
-        float x[8], y[8];
-        const bool second = v + 32 < h / 8;
-        Load8(s + v * 8, x);
-        if (second) Load8(s + (v + 32) * 8, y);
-        for (int q = 0; q < 8; ++q) x[q] *= w;
-        Store8(o + v * 8, x);
-        if (second) {
-          for (int q = 0; q < 8; ++q) y[q] *= w;
-          Store8(o + (v + 32) * 8, y);
+      for (uint64_t v0 = lane; v0 < h / 8; v0 += 32 * kInFlight) {
+        uint4 raw[kInFlight];
+#pragma unroll
+        for (uint32_t u = 0; u < kInFlight; ++u)
+          if (v0 + 32 * u < h / 8) raw[u] = __ldcg(reinterpret_cast<const uint4*>(s + (v0 + 32 * u) * 8));
+#pragma unroll
+        for (uint32_t u = 0; u < kInFlight; ++u) {
+          if (v0 + 32 * u >= h / 8) break;
+          float x[8];
+          const T* e = reinterpret_cast<const T*>(&raw[u]);
+          for (int q = 0; q < 8; ++q) x[q] = ToF(e[q]) * w;
+          Store8(o + (v0 + 32 * u) * 8, x);
         }
       }
     }
