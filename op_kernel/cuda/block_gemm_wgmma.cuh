@@ -225,11 +225,7 @@ struct BlockGemm {
       if (m >= m_valid || n >= n_valid) continue;
       const uint32_t src = smem + row * kRowBytes + v * 16;
       if (rows_aligned && n + 8 <= n_valid) {  // n is a multiple of 8 (n0 of 256, vectors of 8)
-        uint4 x;
-        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                     : "=r"(x.x), "=r"(x.y), "=r"(x.z), "=r"(x.w)
-                     : "r"(src));
-        *reinterpret_cast<uint4*>(c + m * ldc + n) = x;
+        *reinterpret_cast<uint4*>(c + m * ldc + n) = LoadShared16(src);
       } else {  // a ragged or unaligned edge, element by element: a local copy of the vector cost every store
         StoreEdge(c + m * ldc + n, src, int(n_valid - n));
       }

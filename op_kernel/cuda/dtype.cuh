@@ -19,20 +19,36 @@ __device__ __forceinline__ __nv_bfloat16 FromF<__nv_bfloat16>(float v) { return 
 template <>
 __device__ __forceinline__ __half FromF<__half>(float v) { return __float2half_rn(v); }
 
+// One 16-byte vector of 8 elements as fp32, and back (one rounding each).
+template <class T>
+__device__ __forceinline__ void Unpack8(const uint4& raw, float* out) {
+  const T* e = reinterpret_cast<const T*>(&raw);
+  for (int i = 0; i < 8; ++i) out[i] = ToF(e[i]);
+}
+template <class T>
+__device__ __forceinline__ uint4 Pack8(const float* in) {
+  uint4 raw;
+  T* e = reinterpret_cast<T*>(&raw);
+  for (int i = 0; i < 8; ++i) e[i] = FromF<T>(in[i]);
+  return raw;
+}
+
 // 8 consecutive elements (16 bytes, aligned) as fp32.
 template <class T>
 __device__ __forceinline__ void Load8(const T* p, float* out) {
-  const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(p));
-  const T* e = reinterpret_cast<const T*>(&raw);
-  for (int i = 0; i < 8; ++i) out[i] = ToF(e[i]);
+  Unpack8<T>(__ldcg(reinterpret_cast<const uint4*>(p)), out);
 }
 
 template <class T>
 __device__ __forceinline__ void Store8(T* p, const float* in) {
-  uint4 raw;
-  T* e = reinterpret_cast<T*>(&raw);
-  for (int i = 0; i < 8; ++i) e[i] = FromF<T>(in[i]);
-  *reinterpret_cast<uint4*>(p) = raw;
+  *reinterpret_cast<uint4*>(p) = Pack8<T>(in);
+}
+
+// 16 bytes from a shared-space address (staged epilogues, bulk-copied rows).
+__device__ __forceinline__ uint4 LoadShared16(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
+  return v;
 }
 
 __device__ __forceinline__ void StoreF32x8(float* p, const float* in) {

@@ -73,8 +73,8 @@ __device__ __noinline__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sy
         for (uint32_t u = 0; u < kInFlight; ++u) {
           if (v0 + 32 * u >= h / 8) break;
           float x[8];
-          const T* e = reinterpret_cast<const T*>(&raw[u]);
-          for (int q = 0; q < 8; ++q) x[q] = ToF(e[q]) * w;
+          Unpack8<T>(raw[u], x);
+          for (int q = 0; q < 8; ++q) x[q] *= w;
           Store8(o + (v0 + 32 * u) * 8, x);
         }
       }

@@ -1,7 +1,7 @@
 // The vector-role compute handlers: SwiGLU and its gradient on a column block of a row tile's valid rows,
 // the weighted top-k reductions over a token tile (j ascending, fp32, one rounding), the router-weight
-// gradient (one warp per (t, j): lanes sum fixed column strides, then a fixed butterfly), and ADD. 8-element
-// vectors throughout (the launcher requires h, I and wgrad_tile to be multiples of 8).
+// gradient (one warp per token; for each (t, j) lanes sum fixed column strides, then a fixed butterfly), and
+// ADD. 8-element vectors throughout (the launcher requires h, I and wgrad_tile to be multiples of 8).
 #pragma once
 
 #include "../runtime/swiglu_block.h"
@@ -15,18 +15,14 @@ namespace cuda {
 
 __device__ __forceinline__ float Sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 
-// Vectors per thread whose loads are issued before any is used (a vector block is latency-bound). Eight
+// Vectors per thread whose loads are issued before any is used, where rows are read from registers (the
+// cp.async build; the TMA build streams them, bulk_stream.cuh): a vector block is latency-bound. Eight
 // measured slower than four with the GMM tiles running beside them (Mixtral-8x7B experts at 4096 tokens, one
 // H200 trace: SwiGLU 0.91 -> 1.25 ms, its gradient 1.45 -> 1.68 ms per 128-row tile; the kernel's spill
 // stores 912 -> 1448 bytes).
 constexpr int kVecUnroll = 4;
 
 __device__ __forceinline__ uint4 LoadRaw(const void* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
-template <class T>
-__device__ __forceinline__ void Unpack8(const uint4& raw, float* out) {
-  const T* e = reinterpret_cast<const T*>(&raw);
-  for (int i = 0; i < 8; ++i) out[i] = ToF(e[i]);
-}
 
 // The 8-element vectors of rows [r0, r1) x `vecs` vectors per row, in batches of kVecUnroll per thread:
 // body(at) where at(q, &row, &col) gives the row and first column of vector q of this thread's batch and
@@ -74,12 +70,6 @@ __device__ __forceinline__ void SwigluGradVec(const uint4& g, const uint4& u, co
 }
 
 #if HPMOE_GEMM_TMA
-__device__ __forceinline__ uint4 LoadShared16(uint32_t addr) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr));
-  return v;
-}
-
 // Every vector of a stage of StreamRows: f(j, v, slot offset) for row j of the stage and vector v of it.
 template <class F>
 __device__ __forceinline__ void ForEachStagedVec(uint32_t rows, uint32_t w, F&& f) {
