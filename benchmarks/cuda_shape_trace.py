@@ -66,8 +66,9 @@ def main() -> int:
         g.run("bwd", timeout_s=60, trace=True)
         stamps = {(d, 0): g.trace(0, d) for d in ("fwd", "bwd")}
         write_trace(args.out, g.schedules, stamps)
-    print(f"{args.shape}: weights_transposed={cfg.weights_transposed} row_pipelines={cfg.row_pipelines} claim_pool={cfg.claim_pool} gmm_n_block={cfg.gmm_n_block}"
-          f" act_n_block={act_n_block(cfg)} workers {cfg.num_aic}+{cfg.num_aiv}: fwd {f:.2f} ms, bwd {b:.2f} ms")
+    print(f"{args.shape}: weights_transposed={cfg.weights_transposed} row_pipelines={cfg.row_pipelines} "
+          f"claim_pool={cfg.claim_pool} gmm_n_block={cfg.gmm_n_block} act_n_block={act_n_block(cfg)} "
+          f"workers {cfg.num_aic}+{cfg.num_aiv}: fwd {f:.2f} ms, bwd {b:.2f} ms")
     return 0
 
 

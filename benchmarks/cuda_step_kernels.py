@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-
 from pathlib import Path
 
 import torch
