@@ -64,7 +64,9 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
   if (c.flags & kConfigClaimPool) {  // the validator checked: only pool queues after the workers' queues
     p.pool = v.queues + (c.num_aic + c.num_aiv);
     p.num_pool = v.num_queues - (c.num_aic + c.num_aiv);
-    p.claimers = c.num_aic;
+    // With mixed queues every worker runs every handler, so the vector-queue workers claim too once their own
+    // queue is done (scheduler/hpmoe/config.py pool_claimers; the validator's deadlock model counts them).
+    p.claimers = (c.flags & kConfigMixedQueues) ? c.num_aic + c.num_aiv : c.num_aic;
   }
   out->loaded = true;
   return "";

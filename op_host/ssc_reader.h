@@ -53,7 +53,8 @@ inline uint32_t CountersNeeded(const SscView& v) {
   return v.num_events + ((v.config().flags & kConfigClaimPool) ? 1u : 0u);
 }
 
-// Pool queues (kConfigClaimPool) hold what their claimers, the CTQ workers, may run.
+// Pool queues (kConfigClaimPool) hold what a CTQ worker may run (their claimers: the CTQ workers, and with mixed
+// queues, where every worker runs every handler, all of them).
 inline bool QueueMayHold(const SscConfig& c, uint32_t queue_type, uint32_t task_queue_type) {
   return task_queue_type == queue_type ||
          ((c.flags & kConfigMixedQueues) && queue_type == kCTQ && task_queue_type == kVTQ) ||

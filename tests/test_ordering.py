@@ -165,21 +165,37 @@ def test_row_pipelines_keep_each_row_tile_on_one_worker(direction):
             assert not chain & set(kinds[first:]), kinds
 
 
-def test_with_pool_units_the_vector_queues_take_the_final_reductions():
-    # Backward with a claim pool (no pipelines): the cube-queue workers claim weight-gradient tiles after their
-    # own queue, so a reduction there would hold them until the last combine put.
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+def test_mixed_queues_pool_the_second_gmms_and_puts_then_gradients_then_reductions(direction):
+    # Mixed queues with a claim pool (no pipelines): every worker claims after its own queue. The pool holds
+    # each row tile's second GMM and its combine puts (a put after its rows' GMMs), then the weight-gradient
+    # tiles, then the final reductions, which in a claimer's own queue would hold it until the last put.
     cfg = CFG.replace(mixed_queues=True, claim_pool=True, tokens=96)
-    s = schedule_rank(build_group_tasks(cfg, "bwd"), 0)
-    queues = [s.tasks["task_type"][s.queue_tasks(q)].tolist() for q in range(cfg.num_aic + cfg.num_aiv)]
-    takers = [q for q, types in enumerate(queues) if TaskType.BWD_COMBINE_REDUCE in types]
-    assert takers == list(range(cfg.num_aic, cfg.num_aic + cfg.num_aiv))
-    assert all(queues[q][-1] == TaskType.BWD_COMBINE_REDUCE for q in takers)
-    assert validate(compile_group(cfg, "bwd"), group=True) == []
-    # The forward has no pool units: its reductions still go to every worker, cube queues first.
-    f = schedule_rank(build_group_tasks(cfg, "fwd"), 0)
-    fwd = [f.tasks["task_type"][f.queue_tasks(q)].tolist() for q in range(cfg.num_aic + cfg.num_aiv)]
-    assert [q for q, types in enumerate(fwd) if TaskType.COMBINE_REDUCE in types] == \
-        list(range(cfg.num_aic + cfg.num_aiv))
+    assert cfg.pool_claimers == cfg.num_aic + cfg.num_aiv
+    s = schedule_rank(build_group_tasks(cfg, direction), 0)
+    workers = cfg.num_aic + cfg.num_aiv
+    reduce, gmm = (TaskType.COMBINE_REDUCE, TaskType.GMM) if direction == "fwd" else \
+        (TaskType.BWD_COMBINE_REDUCE, TaskType.GMM_TRANS_B)
+    queues = [s.tasks["task_type"][s.queue_tasks(q)].tolist() for q in range(workers)]
+    assert not any(reduce in types or TaskType.COMBINE_PUT in types for types in queues)
+    units = [s.queue_tasks(q).tolist() for q in range(workers, len(s.queues))]
+    assert all(len(u) == 1 for u in units)
+    kinds = [int(s.tasks["task_type"][u[0]]) for u in units]
+    phase = [0 if k in (gmm, TaskType.COMBINE_PUT) else 1 if k == TaskType.GMM_WEIGHT_GRAD else 2 if k == reduce
+             else -1 for k in kinds]
+    assert phase == sorted(phase) and set(phase) == ({0, 1, 2} if direction == "bwd" else {0, 2}), kinds
+    assert {gmm, TaskType.COMBINE_PUT} <= set(kinds)
+    # Each put after every GMM of its rows (a second GMM writes the rows the put reads).
+    for i, (task,) in enumerate(units):
+        if kinds[i] != TaskType.COMBINE_PUT:
+            continue
+        put = s.tasks[task]["inputs"][0]
+        for j in range(i + 1, len(units)):
+            out = s.tasks[units[j][0]]["outputs"][0]
+            if kinds[j] == gmm and out["slot"] == put["slot"]:
+                assert out["row_offset"] >= put["row_offset"] + put["rows"] or \
+                    out["row_offset"] + out["rows"] <= put["row_offset"], (i, j)
+    assert validate(compile_group(cfg, direction), group=True) == []
 
 
 def test_row_pipelines_need_mixed_queues():
@@ -204,8 +220,10 @@ def test_claim_pool_alone_holds_every_weight_gradient_tile_and_only_those():
         pool = [t for q in range(workers, len(s.queues)) for t in s.queue_tasks(q).tolist()]
         wgrad = np.nonzero(s.tasks["task_type"] == int(TaskType.GMM_WEIGHT_GRAD))[0].tolist()
         assert sorted(pool) == wgrad and len(pool) == len(s.queues) - workers  # one tile a unit; none in fwd
-        ops = [int(s.tasks["op_id"][t]) for t in pool]
-        assert ops == sorted(ops)  # dW2 tiles (the larger) are claimed first
+        outs = s.tasks["outputs"][pool, 0]
+        areas = (outs["rows"].astype(np.int64) * outs["cols"]).tolist()
+        assert areas == sorted(areas, reverse=True)  # the largest tiles first (same K: the expert's rows)
+        assert cfg.pool_claimers == cfg.num_aic  # without mixed queues only the cube-queue workers claim
         assert validate(compile_group(cfg, direction), group=True) == []
 
 

@@ -82,7 +82,7 @@ def test_weight_gradient_ahead_of_its_chain_is_a_reported_cycle():
 
 
 def test_claim_pool_order_and_claimers_queues_are_checked():
-    """Pool units are claimed in order by the cube-queue workers after their own queue: a unit ahead of one it
+    """Pool units are claimed in order by every worker (mixed queues) after its own queue: a unit ahead of one it
     waits on, or a claimer's own task waiting on the pool, is a cycle; a vector task needs mixed queues."""
     cfg = make_config("small", {"ep": 2, "claim_pool": True, "mixed_queues": True, "row_pipelines": True})
     group = compile_group(cfg, "bwd")
@@ -105,6 +105,15 @@ def test_claim_pool_order_and_claimers_queues_are_checked():
     reduce_q = next(i for i, (qt, tasks) in enumerate(queues) if i >= workers
                     and int(s.tasks[tasks[0]]["task_type"]) == TaskType.BWD_COMBINE_REDUCE)
     queues[0] = (queues[0][0], queues[0][1] + queues[reduce_q][1])
+    set_queues(s, [q for i, q in enumerate(queues) if i != reduce_q])
+    errors = validate(group)
+    assert len(errors) == 1 and errors[0].startswith("deadlock"), errors
+    # The same in a vector-queue worker's own queue: with mixed queues it claims too (MoeConfig.pool_claimers).
+    group = compile_group(cfg, "bwd")
+    s = group[0]
+    queues = queues_of(s)
+    vtq = cfg.num_aic
+    queues[vtq] = (queues[vtq][0], queues[vtq][1] + queues[reduce_q][1])
     set_queues(s, [q for i, q in enumerate(queues) if i != reduce_q])
     errors = validate(group)
     assert len(errors) == 1 and errors[0].startswith("deadlock"), errors

@@ -38,7 +38,7 @@ class MoeConfig:
     interleave: bool = True
     mixed_queues: bool = False  # dispatch puts and final reductions on every worker (CPU twin, CUDA; not Ascend)
     row_pipelines: bool = False  # each row tile's chain on one cube-queue worker (needs mixed_queues)
-    claim_pool: bool = False  # weight-gradient tiles claimed at run time by the cube-queue workers (CPU twin, CUDA)
+    claim_pool: bool = False  # routing-dependent work claimed at run time (pool_claimers; CPU twin, CUDA)
     weights_transposed: bool = False  # W1 [E, 2I, h], W2 [E, h, I] as nn.Linear stores them (CPU twin, CUDA)
     gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
     act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: the compiler's choice, act_split.py)
@@ -76,6 +76,12 @@ class MoeConfig:
                 (CONFIG_MIXED_QUEUES if self.mixed_queues else 0) | (CONFIG_ROW_PIPELINES if self.row_pipelines else 0) |
                 (CONFIG_CLAIM_POOL if self.claim_pool else 0) |
                 (CONFIG_WEIGHTS_TRANSPOSED if self.weights_transposed else 0))
+
+    @property
+    def pool_claimers(self) -> int:
+        """Workers that claim pool units after their own queue (queues 0..n-1): the cube-queue ones, and with
+        mixed queues (every worker runs every handler) all of them. The C++ loader derives the same."""
+        return self.num_aic + self.num_aiv if self.mixed_queues else self.num_aic
 
     @property
     def max_rows_per_pair(self) -> int:

@@ -33,7 +33,7 @@ class Direction(enum.IntEnum):
 class QueueType(enum.IntEnum):
     CTQ = 0
     VTQ = 1
-    POOL = 2  # claim_pool: one queue after the workers', claimed at run time by the CTQ workers
+    POOL = 2  # claim_pool: queues after the workers', claimed at run time (MoeConfig.pool_claimers)
 
 
 class DType(enum.IntEnum):

@@ -320,7 +320,7 @@ def _edges(g: _Group, triggers) -> tuple[list[list[int]], dict[int, tuple[int, i
         for a, b in zip(pool[:-1], pool[1:]):
             succ[base + a].append(base + b)
         if pool:
-            for qi in range(min(s.cfg.num_aic, len(s.queues))):
+            for qi in range(min(s.cfg.pool_claimers, len(s.queues))):
                 own = s.queue_tasks(qi).tolist()
                 if own:
                     succ[base + own[-1]].append(base + pool[0])

@@ -5,13 +5,16 @@ ends of a direction are vector work that the cube workers would only wait throug
 workers, cube ones first. Head: the dispatch puts, right after the entry signals and count puts (which every
 put waits on), so the receive slots fill at the speed of all workers, not of the vector ones. Tail: the final
 top-k reductions, which cannot start before the last GMM tile's rows come back, after each worker's own queue
-(the vector-queue workers' only, when there are pool units to claim).
+(or last in the pool, when it holds units).
 Row pipelines (cfg.row_pipelines, needs mixed queues): the cube-queue workers also run every row tile's
 vector steps, one whole chain per worker (pipelines.py).
 Claim pool (cfg.claim_pool): work whose cost follows the routing leaves the workers' queues for pool units,
-which the cube-queue workers claim at run time, in order, after their own queue: the weight-gradient tiles
-(a tile costs in proportion to its expert's rows, which a deal made for balanced routing cannot know), and
-with row pipelines also every chain and the final reductions (see _pool_units).
+which workers claim at run time, in order, after their own queue: the weight-gradient tiles (a tile costs in
+proportion to its expert's rows, which a deal made for balanced routing cannot know), with row pipelines
+every chain, with mixed queues alone every row tile's second GMM and combine puts, and whenever a pool
+holds units, the final reductions (see _pool_units). The cube-queue
+workers claim; with mixed queues the vector-queue workers too, once their own queue is done (the loader's
+claimers; nothing in their queues waits on a pool unit, which the validator's deadlock check proves).
 """
 from __future__ import annotations
 
@@ -32,22 +35,63 @@ def _first_half(chain: list[Task]) -> int:
     return max(i for i, t in enumerate(chain) if t.task_type in (TaskType.SWIGLU, TaskType.SWIGLU_GRAD)) + 1
 
 
-def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], vtq_order: list[Task]) \
-        -> list[list[Task]]:
-    """What the claim pool holds, in claim order. Alone: each weight-gradient tile, dW2's (the larger) first.
-    With row pipelines: every chain's first half (GMM, SwiGLU) in CTQ order, then every second half (GMM,
-    combine put), then the weight-gradient tiles, then the final reductions (they wait on the combine puts,
-    so they may not stay in a claimer's own queue). Half chains halve the last wave's granularity; a second
-    half is claimed only after every first half, so it never waits on one still running. `units`: the
-    pipeline units (pipelines.pipeline_units), `vtq_order`: the VTQ order."""
+SECOND_GMM_OPS = ("GMM2", "GMM_gate_grad")  # the row tile's GMM after its SwiGLU (gradient)
+PUT_LAG_ROW_TILES = 2  # a combine put is claimed this many row tiles' GMMs after its own row tile's last
+
+
+def _second_stage(cfg: MoeConfig, ctq_order: list[Task], vtq_order: list[Task]) -> list[list[Task]]:
+    """Without row pipelines: each row tile's second GMM (every column block a unit) in CTQ order, its combine
+    puts among them. Dealt statically, these waited on their tile's SwiGLU (gradient) in whichever queue held
+    them: in a Mixtral-8x7B forward (4096 tokens) the last tiles' GMM2 tasks started 0.8 ms after their SwiGLU
+    while most blocks had been idle since 5.1-5.7 ms of a 7 ms forward. A put comes PUT_LAG_ROW_TILES tiles
+    after its rows' last GMM, so it is claimed when they are likely done rather than waited through."""
+    gmms = [t for t in ctq_order if t.op_name in SECOND_GMM_OPS]
+    if not gmms:
+        return []
+    last_at: dict[tuple[int, int], int] = {}  # (slot, tile row) -> position of the tile's last GMM unit
+    per_tile: dict[tuple[int, int], int] = {}
+    for i, t in enumerate(gmms):
+        key = (t.outputs[0].slot, t.outputs[0].row_offset)
+        last_at[key] = i
+        per_tile[key] = per_tile.get(key, 0) + 1
+    lag = PUT_LAG_ROW_TILES * max(per_tile.values())
+    after: dict[int, list[Task]] = {}
+    for put in (t for t in vtq_order if t.task_type == TaskType.COMBINE_PUT):
+        rows = put.inputs[0]
+        first = rows.row_offset - rows.row_offset % cfg.tile_m
+        tiles = [last_at.get((rows.slot, r), -1) for r in range(first, rows.row_offset + rows.rows, cfg.tile_m)]
+        after.setdefault(min(max(tiles) + lag, len(gmms) - 1), []).append(put)
+    units: list[list[Task]] = []
+    for i, t in enumerate(gmms):
+        units.append([t])
+        units.extend([p] for p in after.get(i, []))
+    return units
+
+
+def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], ctq_order: list[Task],
+                vtq_order: list[Task]) -> list[list[Task]]:
+    """What the claim pool holds, in claim order. Each weight-gradient tile alone, the largest first (same K,
+    the expert's rows; a tile's cost follows its output area): the last wave then holds the short ones
+    (Mixtral-8x7B experts: dW1 tiles of 112 output tiles each had come last, behind dW2's of 16, and left the
+    backward's last 2.5 ms to about a quarter of the blocks). Before them, with row pipelines, every chain's
+    first half (GMM, SwiGLU) in CTQ order, then every second half (GMM, combine put); with mixed queues
+    alone, every row tile's second GMM and its combine puts (_second_stage). A pool with units ends with the
+    final reductions: they wait on the combine puts, so in a claimer's own queue they would hold it there
+    (in a vector-queue worker's, away from the pool) until the last one. Half chains halve the last wave's
+    granularity; a second half is claimed only after every first half, so it never waits on one still
+    running. `units`: the pipeline units (pipelines.pipeline_units); the CTQ and VTQ orders."""
     wgrad = [[t] for t in sorted((t for t in tasks if t.task_type == TaskType.GMM_WEIGHT_GRAD),
-                                 key=lambda t: (t.op_id, t.task_index))]
-    if not cfg.row_pipelines:
-        return wgrad
-    chains = [u for u in units if u[0].task_type in CHAIN_TYPES]
-    halves = [c[:_first_half(c)] for c in chains] + [c[_first_half(c):] for c in chains]
-    reduces = [[t] for t in vtq_order if t.task_type in TAIL_TYPES]
-    return halves + wgrad + reduces
+                                 key=lambda t: (-t.outputs[0].rows * t.outputs[0].cols, t.op_id, t.task_index))]
+    first: list[list[Task]] = []
+    if cfg.row_pipelines:
+        chains = [u for u in units if u[0].task_type in CHAIN_TYPES]
+        first = [c[:_first_half(c)] for c in chains] + [c[_first_half(c):] for c in chains]
+    elif cfg.mixed_queues:
+        first = _second_stage(cfg, ctq_order, vtq_order)
+    if not first and not wgrad:
+        return []
+    reduces = [[t] for t in vtq_order if t.task_type in TAIL_TYPES] if cfg.mixed_queues else []
+    return first + wgrad + reduces
 
 
 def _deal_head(cfg: MoeConfig, head: list[Task], workers: int) -> list[list[Task]]:
@@ -73,7 +117,7 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
     pool's units in claim order."""
     orders = {queue_type: queue_order(cfg, tasks, queue_type) for queue_type in (QueueType.CTQ, QueueType.VTQ)}
     units = pipeline_units(cfg, tasks, orders[QueueType.CTQ]) if cfg.row_pipelines else []
-    pool = _pool_units(cfg, tasks, units, orders[QueueType.VTQ]) if cfg.claim_pool else []
+    pool = _pool_units(cfg, tasks, units, orders[QueueType.CTQ], orders[QueueType.VTQ]) if cfg.claim_pool else []
     pooled = {id(t) for unit in pool for t in unit}
     if pooled:
         orders = {queue_type: [t for t in order if id(t) not in pooled] for queue_type, order in orders.items()}
@@ -94,14 +138,10 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
     for queue, share in zip(everyone, _deal_head(cfg, head, len(everyone))):
         setup = next((i for i, t in enumerate(queue) if t.task_type not in SETUP_TYPES), len(queue))
         queue[setup:setup] = share
-    # Last in every queue: nothing a worker runs earlier can wait on them. With claim-pool units (the
-    # weight-gradient tiles of a backward) the cube-queue workers claim after their own queue, and a reduction
-    # there would hold each of them until the last combine put (DeepSeek-V3 experts at 1024 tokens, one
-    # reduction per worker: the first weight-gradient tile moved from 1.4 to 2.2 ms into a 4.2 ms backward), so
-    # the vector-queue workers, idle by then, take them.
-    takers = queues[QueueType.VTQ] if pool and queues[QueueType.VTQ] else everyone
+    # Last in every queue: nothing a worker runs earlier can wait on them. (A pool with units holds them
+    # instead, _pool_units.)
     for i, task in enumerate(tail):
-        takers[i % len(takers)].append(task)
+        everyone[i % len(everyone)].append(task)
     if cfg.claim_pool:
         queues[QueueType.POOL] = pool
     return queues
