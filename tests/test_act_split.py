@@ -23,6 +23,12 @@ def test_rule_follows_the_gmm_block():
     cfg = make_config(None, MIXTRAL)
     assert act_split.act_n_block(cfg) == 2048  # the GMM block: each task reads one GMM1 block of gate, one of up
     assert act_split.act_blocks(cfg) == [(c0, 2048) for c0 in range(0, 14336, 2048)]
+    # The gradient keeps whole rows (measured: split it cost the backward time); an explicit block is both's.
+    assert act_split.act_n_block(cfg, TaskType.SWIGLU_GRAD) == 0
+    assert act_split.act_blocks(cfg, TaskType.SWIGLU_GRAD) == [(0, 14336)]
+    assert act_split.act_n_block(cfg.replace(act_n_block=4096), TaskType.SWIGLU_GRAD) == 4096
+    tasks = {d: [int(t) for s in compile_group(cfg, d) for t in s.tasks["task_type"]] for d in ("fwd", "bwd")}
+    assert tasks["fwd"].count(TaskType.SWIGLU) == 7 * 64 and tasks["bwd"].count(TaskType.SWIGLU_GRAD) == 64
     transposed = make_config(None, {**MIXTRAL, "weights_transposed": True, "gmm_n_block": 768})
     assert act_split.act_n_block(transposed) == 768  # lcm(768, wgrad_tile 256)
     assert act_split.act_n_block(transposed.replace(wgrad_tile=512)) == 1536
@@ -80,7 +86,7 @@ def test_split_regions_and_waits_forward():
 
 
 def test_split_regions_backward():
-    cfg = make_config("small", {"ep": 2, "gmm_n_block": 16, "mixed_queues": True})
+    cfg = make_config("small", {"ep": 2, "gmm_n_block": 16, "mixed_queues": True, "act_n_block": 16})
     s = compile_group(cfg, "bwd")[0]
     grad = next(t for t in _tasks(s, TaskType.SWIGLU_GRAD) if t["outputs"][0]["row_offset"] == 0 and
                 t["inputs"][0]["col_offset"] == 16)

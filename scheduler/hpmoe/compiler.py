@@ -78,7 +78,7 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
         if node.task_type in GMM_TYPES:
             n = col_blocks(cfg, out.cols, k)[0][1]
         elif node.task_type in ACT_TYPES:  # output columns per task: the block of A, of dH's gate and up
-            n = act_blocks(cfg)[0][1] * out.cols // cfg.inter
+            n = act_blocks(cfg, node.task_type)[0][1] * out.cols // cfg.inter
         else:
             n = out.cols
         rec[node.op_id] = (node.op_id, node.task_type, m, n, k, cfg.experts_per_rank, (0, 0))

@@ -127,11 +127,9 @@ class MoeFfnRuntime:
             # them, not 4 (one H200, fwd+bwd kernels: Mixtral-8x7B experts at 4096 tokens 24.7 ms with
             # 112 + 20 blocks against 40.1 with 128 + 4, 27.8 with 96 + 36; DeepSeek-V3 at 1024 tokens 5.5
             # against 11.0 ms; benchmarks/RESULTS.md).
-            # SwiGLU stays one task per row tile (act_n_block = I): its column split measured no gain here
-            # (Mixtral-8x7B, 4096 tokens: fwd 7.85 / bwd 17.15 ms split, 8.17 / 16.54 whole; RESULTS.md).
+            # The forward's SwiGLU runs in the GMM's column blocks, its gradient in whole rows (act_split.py).
             aiv = self.num_aiv if self._aiv_given else min(20, self.num_aic + self.num_aiv - 1)
-            cfg = cfg.replace(row_pipelines=False, num_aic=self.num_aic + self.num_aiv - aiv, num_aiv=aiv,
-                              act_n_block=self.inter)
+            cfg = cfg.replace(row_pipelines=False, num_aic=self.num_aic + self.num_aiv - aiv, num_aiv=aiv)
         if not self.token_tile:  # one reduction task per worker block (token_split.py)
             cfg = cfg.replace(token_tile=auto_token_tile(tokens, cfg.num_aic + cfg.num_aiv, cfg.tile_m))
         cfg = self._tuned(cfg)
