@@ -65,8 +65,10 @@ std::string LoadSsc(const uint8_t* data, size_t size, const LoadExpect& expect, 
     p.pool = v.queues + (c.num_aic + c.num_aiv);
     p.num_pool = v.num_queues - (c.num_aic + c.num_aiv);
     // With mixed queues every worker runs every handler, so the vector-queue workers claim too once their own
-    // queue is done (scheduler/hpmoe/config.py pool_claimers; the validator's deadlock model counts them).
-    p.claimers = (c.flags & kConfigMixedQueues) ? c.num_aic + c.num_aiv : c.num_aic;
+    // queue is done, except under row pipelines (scheduler/hpmoe/config.py pool_claimers says why; the
+    // validator's deadlock model counts the same claimers).
+    const bool all_claim = (c.flags & kConfigMixedQueues) && !(c.flags & kConfigRowPipelines);
+    p.claimers = all_claim ? c.num_aic + c.num_aiv : c.num_aic;
   }
   out->loaded = true;
   return "";

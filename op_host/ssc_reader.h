@@ -54,7 +54,7 @@ inline uint32_t CountersNeeded(const SscView& v) {
 }
 
 // Pool queues (kConfigClaimPool) hold what a CTQ worker may run (their claimers: the CTQ workers, and with mixed
-// queues, where every worker runs every handler, all of them).
+// queues and no row pipelines, where every worker runs every handler, all of them).
 inline bool QueueMayHold(const SscConfig& c, uint32_t queue_type, uint32_t task_queue_type) {
   return task_queue_type == queue_type ||
          ((c.flags & kConfigMixedQueues) && queue_type == kCTQ && task_queue_type == kVTQ) ||

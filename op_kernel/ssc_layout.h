@@ -35,7 +35,8 @@ constexpr uint32_t kCounterStrideBytes = 64;  // each event counter owns one cac
 enum Direction : uint32_t { kForward = 0, kBackward = 1 };
 
 // CTQ: AIC (cube) tasks; VTQ: AIV (vector) tasks; pool (kConfigClaimPool): the queues after the workers',
-// each one unit that a claiming worker (CTQ; with kConfigMixedQueues any) claims at run time and runs whole.
+// each one unit that a claiming worker (CTQ; with mixed queues and no row pipelines any) claims at run time
+// and runs whole.
 enum QueueType : uint32_t { kCTQ = 0, kVTQ = 1, kPoolQueue = 2 };
 
 enum DType : uint32_t { kFP32 = 0, kFP16 = 1, kBF16 = 2, kINT32 = 3 };
@@ -121,8 +122,8 @@ enum ConfigFlags : uint32_t {
                                  // backends whose every worker runs every handler (CPU twin, CUDA)
   kConfigRowPipelines = 1u << 3,  // each row tile's chain on one cube-queue worker (needs kConfigMixedQueues)
   kConfigClaimPool = 1u << 4,    // pool queues after the workers' queues, claimed at run time by the CTQ workers
-                                 // (with kConfigMixedQueues by every worker) through counter num_events (CPU
-                                 // twin, CUDA)
+                                 // (with kConfigMixedQueues and no row pipelines by every worker) through
+                                 // counter num_events (CPU twin, CUDA)
   kConfigWeightsTransposed = 1u << 5,  // weights as nn.Linear stores them: W1 [E, 2I, h], W2 [E, h, I] (and
                                        // dW1, dW2 alike), read in place (CPU twin, CUDA; not the AscendC kernel)
 };

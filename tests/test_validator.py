@@ -82,8 +82,9 @@ def test_weight_gradient_ahead_of_its_chain_is_a_reported_cycle():
 
 
 def test_claim_pool_order_and_claimers_queues_are_checked():
-    """Pool units are claimed in order by every worker (mixed queues) after its own queue: a unit ahead of one it
-    waits on, or a claimer's own task waiting on the pool, is a cycle; a vector task needs mixed queues."""
+    """Pool units are claimed in order by the claimers (MoeConfig.pool_claimers) after their own queue: a unit
+    ahead of one it waits on, or a claimer's own task waiting on the pool, is a cycle; a vector task needs
+    mixed queues."""
     cfg = make_config("small", {"ep": 2, "claim_pool": True, "mixed_queues": True, "row_pipelines": True})
     group = compile_group(cfg, "bwd")
     assert validate(group) == []
@@ -108,15 +109,23 @@ def test_claim_pool_order_and_claimers_queues_are_checked():
     set_queues(s, [q for i, q in enumerate(queues) if i != reduce_q])
     errors = validate(group)
     assert len(errors) == 1 and errors[0].startswith("deadlock"), errors
-    # The same in a vector-queue worker's own queue: with mixed queues it claims too (MoeConfig.pool_claimers).
-    group = compile_group(cfg, "bwd")
-    s = group[0]
-    queues = queues_of(s)
-    vtq = cfg.num_aic
-    queues[vtq] = (queues[vtq][0], queues[vtq][1] + queues[reduce_q][1])
-    set_queues(s, [q for i, q in enumerate(queues) if i != reduce_q])
-    errors = validate(group)
-    assert len(errors) == 1 and errors[0].startswith("deadlock"), errors
+    # The same in a vector-queue worker's own queue: a cycle where it claims (mixed queues without row
+    # pipelines: MoeConfig.pool_claimers), not where it does not.
+    for variant, claims in ((cfg, False), (cfg.replace(row_pipelines=False), True)):
+        assert (variant.pool_claimers == workers) == claims
+        group = compile_group(variant, "bwd")
+        s = group[0]
+        queues = queues_of(s)
+        reduce_q = next(i for i, (qt, tasks) in enumerate(queues) if i >= workers
+                        and int(s.tasks[tasks[0]]["task_type"]) == TaskType.BWD_COMBINE_REDUCE)
+        vtq = variant.num_aic
+        queues[vtq] = (queues[vtq][0], queues[vtq][1] + queues[reduce_q][1])
+        set_queues(s, [q for i, q in enumerate(queues) if i != reduce_q])
+        errors = validate(group)
+        if claims:
+            assert len(errors) == 1 and errors[0].startswith("deadlock"), errors
+        else:
+            assert errors == [], errors
     # A vector task in the pool without mixed queues.
     group = compile_group(make_config("small", {"ep": 2, "claim_pool": True}), "bwd")
     s = group[0]
