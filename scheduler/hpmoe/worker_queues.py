@@ -12,10 +12,9 @@ Claim pool (cfg.claim_pool): work whose cost follows the routing leaves the work
 which workers claim at run time, in order, after their own queue: the weight-gradient tiles (a tile costs in
 proportion to its expert's rows, which a deal made for balanced routing cannot know), with row pipelines
 every chain, with mixed queues alone every row tile's second GMM and combine puts, and whenever a pool
-holds units, the final reductions (see _pool_units). The cube-queue
-workers claim; with mixed queues and no row pipelines the vector-queue workers too, once their own queue is
-done (MoeConfig.pool_claimers; nothing in their queues waits on a pool unit, which the validator's deadlock
-check proves).
+holds units, the final reductions (see _pool_units). The cube-queue workers claim; with mixed queues and no
+row pipelines the vector-queue workers too, once their own queue is done (MoeConfig.pool_claimers; nothing
+in their queues waits on a pool unit, which the validator's deadlock check proves).
 """
 from __future__ import annotations
 
