@@ -41,6 +41,7 @@ def test_dtypes_and_routings(dtype, routing):
     dict(ep=3, mixed_queues=True, tokens=96, routing="skewed"),                   # puts, reductions on cube workers
     dict(ep=4, mixed_queues=True, row_pipelines=True, routing="skewed"),         # whole row chains per worker
     dict(ep=3, claim_pool=True, routing="skewed", dtype="bf16"),                 # weight gradients claimed
+    dict(ep=3, mixed_queues=True, claim_pool=True, tokens=96, routing="skewed"),  # every worker claims
 ])
 def test_shapes(overrides):
     cfg, inputs, ref = case(**overrides)
@@ -71,6 +72,19 @@ def test_dynamic_dispatch_matches_static():
     assert_close(out_dynamic, ref, "fp32")
     for name in raw_static:  # same handlers, same per-task reduction orders: bitwise equal
         assert np.array_equal(raw_static[name], raw_dynamic[name]), name
+
+
+def test_mixed_queue_pool_is_bitwise_the_static_deal():
+    """Second GMMs, puts, weight gradients and reductions claimed at run time by every worker (vector-queue
+    ones included) change which worker runs a task, never a reduction order."""
+    cfg, inputs, ref = case(ep=3, mixed_queues=True, tokens=96, routing="skewed", dtype="bf16")
+    _, raw_static = run_threads(cfg, inputs)
+    pooled = cfg.replace(claim_pool=True)
+    assert pooled.pool_claimers == pooled.num_aic + pooled.num_aiv
+    out, raw_pooled = run_threads(pooled, inputs)
+    assert_close(out, ref, "bf16")
+    for name in raw_static:
+        assert np.array_equal(raw_static[name], raw_pooled[name]), name
 
 
 def test_tolerance_table_is_ordered():
