@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ssc_file.h"
+#include "ssc_loader.h"
 
 using namespace hpmoe::ssc;
 
@@ -124,4 +125,24 @@ TEST(SscReader, RejectsBadIndicesBehindAValidChecksum) {
     reinterpret_cast<SscHeader*>(d)->sections[kSecTasks].count = 0x7FFFFFFF;
   };
   EXPECT_NE(ParseModified(l, true, bad_section).find("outside the file"), std::string::npos);
+}
+
+// Who claims pool units is derived from the flags, here as in MoeConfig.pool_claimers (the Python validator's
+// deadlock model): the cube-queue workers, and with mixed queues (no row pipelines) every worker. The golden
+// config has 2 + 4 workers.
+TEST(SscLoader, PoolClaimersFollowTheFlagsAsInPython) {
+  const std::pair<const char*, uint32_t> cases[] = {{"small_ep2_rank0_claim_pool.bwd.ssc", 2u},
+                                                    {"small_ep2_rank0_mixed_queues_claim_pool.bwd.ssc", 6u}};
+  for (const auto& [name, claimers] : cases) {
+    Loaded file;
+    Load(name, &file);
+    ASSERT_EQ(file.error, "") << name;
+    LoadExpect expect;
+    expect.from_file = true;
+    LoadedSsc loaded;
+    ASSERT_EQ(LoadSsc(file.bytes.data, file.bytes.size, expect, &loaded), "") << name;
+    EXPECT_NE(loaded.program.pool, nullptr) << name;
+    EXPECT_GT(loaded.program.num_pool, 0u) << name;
+    EXPECT_EQ(loaded.program.claimers, claimers) << name;
+  }
 }

@@ -19,9 +19,10 @@ HERE = Path(__file__).resolve().parent
 GOLDEN_CONFIG = dict(tokens=64, hidden=64, inter=32, experts_per_rank=2, topk=2, dtype="fp32", tile_m=16,
                      wgrad_tile=16, token_tile=16, num_aic=2, num_aiv=4)
 # (ep, rank, direction, flags set on): vector tasks in cube queues (kConfigMixedQueues), a claim pool
-# (kConfigClaimPool).
+# (kConfigClaimPool) claimed by the cube-queue workers, and one claimed by every worker (both flags).
 GOLDEN_FILES = [(2, 0, "fwd", ()), (2, 1, "bwd", ()), (3, 2, "fwd", ()), (3, 0, "bwd", ()),
-                (2, 1, "bwd", ("mixed_queues",)), (2, 0, "bwd", ("claim_pool",))]
+                (2, 1, "bwd", ("mixed_queues",)), (2, 0, "bwd", ("claim_pool",)),
+                (2, 0, "bwd", ("mixed_queues", "claim_pool"))]
 
 
 def golden_name(ep: int, rank: int, direction: str, flags: tuple[str, ...] = ()) -> str:
