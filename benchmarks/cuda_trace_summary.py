@@ -1,6 +1,7 @@
 """Summary of a GPU trace (`hpmoe run --backend cuda --trace`, `cuda_ep_bench.py --trace`): per direction and
 rank, each task type's first start, last end and block-time, how many blocks run GMM tiles over the span,
-and where cube-queue blocks sat idle (the gap before each task type). Open the same file in
+and where the GMM-running blocks sat idle (cube-queue blocks and every block that ran a claimed unit: the gap
+before each task type). Open the same file in
 ui.perfetto.dev for the picture.
 
     python3 benchmarks/cuda_trace_summary.py trace.json[.gz] [--rank 0] [--bins 20]
@@ -42,11 +43,13 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
             print(f"  {kind:<20} n={len(group):<5} first {(min(e['ts'] for e in group) - t0) / 1e3:6.2f} ms  "
                   f"last end {(max(e['ts'] + e['dur'] for e in group) - t0) / 1e3:6.2f} ms  "
                   f"{busy / 1e3:8.1f} block-ms  mean {busy / len(group):6.0f} us")
-        cube = collections.defaultdict(list)
+        by_lane = collections.defaultdict(list)
         for e in mine:
-            # Claimed pool units run on cube-queue blocks; traces from before the lane fix left some unnamed.
-            if lanes.get((pid, e["tid"]), "").startswith("AIC") or e["args"].get("pool"):
-                cube[e["tid"]].append(e)
+            by_lane[e["tid"]].append(e)
+        # Cube-queue lanes and claimer lanes (a lane holding a claimed unit), each with all its tasks; traces
+        # from before the lane fix left some claimed units unnamed.
+        cube = {tid: lane for tid, lane in by_lane.items()
+                if lanes.get((pid, tid), "").startswith("AIC") or any(e["args"].get("pool") for e in lane)}
         width = (t1 - t0) / bins
         profile = [0.0] * bins
         idle = collections.Counter()
@@ -64,7 +67,7 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
                     if overlap > 0:
                         profile[b] += overlap / width
         print(f"  blocks running GMM tiles, per {100 // bins}% of the span: {[round(p) for p in profile]}")
-        print("  cube-queue idle before each task type (block-ms): "
+        print("  idle before each task type on those blocks (block-ms): "
               + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in idle.most_common()))
 
 

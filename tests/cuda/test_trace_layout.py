@@ -6,7 +6,7 @@ import numpy as np
 
 from hpmoe.compiler import compile_schedules
 from hpmoe.config import make_config
-from hpmoe.cuda.trace import trace_events
+from hpmoe.cuda.trace import UNPLACED_LANE, trace_events
 from hpmoe.ssc_format import QueueType
 
 
@@ -66,3 +66,36 @@ def test_pool_units_claimed_from_the_start_share_the_aic_lanes_without_overlap()
     for lane in {(e["pid"], e["tid"]) for e in tasks}:
         spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in tasks if (e["pid"], e["tid"]) == lane)
         assert all(a[1] <= b[0] + 1e-6 for a, b in zip(spans, spans[1:])), lane  # µs rounded to ns
+
+
+def test_with_mixed_queues_pool_units_go_on_any_claimer_lane_vector_ones_included():
+    # Mixed queues without pipelines: every worker claims (MoeConfig.pool_claimers), so a unit may have run
+    # on a vector-queue block; with all cube lanes busy, it must land on a free AIV lane, not overlap one.
+    cfg = make_config("small", {"ep": 2, "mixed_queues": True, "claim_pool": True, "tokens": 96})
+    assert cfg.pool_claimers == cfg.num_aic + cfg.num_aiv
+    schedules = compile_schedules(cfg, ["bwd"], [0, 1])
+    workers = cfg.num_aic + cfg.num_aiv
+    stamps = {}
+    for s in schedules:
+        st = np.zeros((len(s.tasks), 2), np.uint64)
+        clocks = [1000] * workers
+        for q in range(workers):
+            for t in s.queue_tasks(q).tolist():
+                st[t] = (clocks[q], clocks[q] + 10)
+                clocks[q] += 10
+        for i, q in enumerate(range(workers, len(s.queues))):  # unit i on worker i mod workers
+            lane = i % workers
+            start = max(clocks) if i < workers else clocks[lane]  # the first wave starts together
+            for t in s.queue_tasks(q).tolist():
+                st[t] = (start, start + 10)
+                start += 10
+            clocks[lane] = start
+        stamps[("bwd", s.rank)] = st
+    events = trace_events(schedules, stamps)
+    tasks = [e for e in events if e["ph"] == "X"]
+    pool_lanes = {e["tid"] for e in tasks if e["args"].get("pool")}
+    assert any(tid >= 1000 for tid in pool_lanes), pool_lanes  # some ran on vector-queue blocks' lanes
+    assert UNPLACED_LANE not in pool_lanes
+    for lane in {(e["pid"], e["tid"]) for e in tasks}:
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in tasks if (e["pid"], e["tid"]) == lane)
+        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(spans, spans[1:])), lane

@@ -14,7 +14,7 @@ from ..compiler import RankSchedule
 from ..ssc_format import TaskType
 
 UNIT = ("AIC", "AIV")
-UNPLACED_LANE = 1999  # pool units that overlap every AIC lane's own work (stamps of a failed launch)
+UNPLACED_LANE = 1999  # pool units that overlap every claimer lane's own work (stamps of a failed launch)
 
 
 def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np.ndarray]) -> list[dict]:
@@ -34,19 +34,23 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
             st = stamps[(d, s.rank)]
             workers = s.cfg.num_aic + s.cfg.num_aiv
-            # AIC lane -> end of its last task: where a claimed pool unit can have run. A claimer whose own queue
-            # is empty (row pipelines) claims from the start, so every AIC lane starts free.
-            last_end = {tid: 0 for tid in range(num_aic)}
+            # Claimer lane -> end of its last task: where a claimed pool unit can have run (the claimers:
+            # MoeConfig.pool_claimers). A claimer whose own queue is empty (row pipelines) claims from the
+            # start, so every claimer lane starts free.
+            claimers = s.cfg.pool_claimers if s.cfg.claim_pool else 0
+            last_end: dict[int, int] = {}
             for q in range(workers):
                 unit, idx = (0, q) if q < num_aic else (1, q - num_aic)
                 tid = unit * 1000 + idx
+                if q < claimers:
+                    last_end[tid] = 0
                 events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                                "args": {"name": f"{UNIT[unit]} {idx}"}})
                 for t in s.queue_tasks(q).tolist():
                     b, e = int(st[t, 0]), int(st[t, 1])
                     if b == 0 or e < b:
                         continue  # not run (a failed launch) or not stamped
-                    if unit == 0:
+                    if tid in last_end:
                         last_end[tid] = max(last_end[tid], e)
                     events.append(_task_event(s, t, pid, tid, b, e, origin))
             events.extend(_pool_events(s, st, origin, pid, last_end))
@@ -60,8 +64,8 @@ def _task_event(s: RankSchedule, t: int, pid: int, tid: int, b: int, e: int, ori
 
 
 def _pool_events(s: RankSchedule, st: np.ndarray, origin: int, pid: int, last_end: dict) -> list[dict]:
-    """Claimed units carry no worker id: each goes, whole, on the AIC lane that finished last before the unit
-    started (a claimer runs its units one after another, after its own queue), marked "pool"."""
+    """Claimed units carry no worker id: each goes, whole, on the claimer lane that finished last before the
+    unit started (a claimer runs its units one after another, after its own queue), marked "pool"."""
     units = []
     for q in range(s.cfg.num_aic + s.cfg.num_aiv, len(s.queues)):
         ran = [t for t in s.queue_tasks(q).tolist() if int(st[t, 0]) != 0 and int(st[t, 1]) >= int(st[t, 0])]
@@ -72,7 +76,7 @@ def _pool_events(s: RankSchedule, st: np.ndarray, origin: int, pid: int, last_en
         free = [(end, tid) for tid, end in last_end.items() if end <= first]
         if not free and UNPLACED_LANE not in last_end:  # an overlap the lanes cannot place: a lane of its own
             out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": UNPLACED_LANE,
-                        "args": {"name": "AIC pool (unplaced)"}})
+                        "args": {"name": "pool (unplaced)"}})
         tid = max(free)[1] if free else UNPLACED_LANE
         for t in ran:
             b, e = int(st[t, 0]), int(st[t, 1])
