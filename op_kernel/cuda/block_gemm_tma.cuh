@@ -55,14 +55,19 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   __device__ uint32_t Full(int s) const { return this->smem + kStages * kStageBytes + 8 * s; }
   __device__ uint32_t Empty(int s) const { return Full(s) + 8 * kStages; }
 
-  // Thread 0 only: the boxes of one K step into slot s, completing on Full(s).
+#if HPMOE_EXPERIMENT_HALF_B
+  // Timing experiment only, results wrong by design (docs/cuda.md, "Next: 2-CTA clusters"): each block loads
+  // half of an MN-major B tile, the share a 2-CTA multicast would leave it; K-major B (one 256-row box) whole.
+  static constexpr int kBBoxesMnMajor = kBN / 128;
+#else
+  static constexpr int kBBoxesMnMajor = kBN / 64;
+#endif
+  static constexpr uint32_t kStepBytes = kBColMajor ? kStageBytes : kATileBytes + kBBoxesMnMajor * kBK * 128;
+
+  // Thread 0 only: the boxes of one K step into slot s, completing on Full(s) (one arrival per phase).
   __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
     const uint32_t sa = this->smem + s * kStageBytes, sb = sa + kATileBytes, bar = Full(s);
-#if HPMOE_EXPERIMENT_HALF_B
-    // Timing experiment only, results wrong by design (docs/cuda.md, "Next: 2-CTA clusters"): each block loads
-    // half of an MN-major B tile, the share a 2-CTA multicast would leave it. K-major B (one 256-row box) is
-    // loaded whole. One arrive.expect_tx per phase: the full barrier counts a single arrival.
-    MbarExpectTx(bar, kATileBytes + (kBColMajor ? kBTileBytes : kBTileBytes / 2));
+    MbarExpectTx(bar, kStepBytes);
     if (kAColMajor) {
       for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
     } else {
@@ -71,20 +76,8 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     if (kBColMajor) {
       TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
     } else {
-      for (int j = 0; j < kBN / 128; ++j) TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * j, b.r0 + k, b.z);
-    }
-    return;
-#endif
-    MbarExpectTx(bar, kStageBytes);
-    if (kAColMajor) {
-      for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
-    } else {
-      TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
-    }
-    if (kBColMajor) {
-      TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
-    } else {
-      for (int j = 0; j < kBN / 64; ++j) TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * j, b.r0 + k, b.z);
+      for (int j = 0; j < kBBoxesMnMajor; ++j)
+        TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * j, b.r0 + k, b.z);
     }
   }
 
