@@ -48,12 +48,12 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
             by_lane[e["tid"]].append(e)
         # Cube-queue lanes and claimer lanes (a lane holding a claimed unit), each with all its tasks; traces
         # from before the lane fix left some claimed units unnamed.
-        cube = {tid: lane for tid, lane in by_lane.items()
-                if lanes.get((pid, tid), "").startswith("AIC") or any(e["args"].get("pool") for e in lane)}
+        gmm_lanes = {tid: lane for tid, lane in by_lane.items()
+                     if lanes.get((pid, tid), "").startswith("AIC") or any(e["args"].get("pool") for e in lane)}
         width = (t1 - t0) / bins
         profile = [0.0] * bins
         idle = collections.Counter()
-        for lane in cube.values():
+        for lane in gmm_lanes.values():
             lane.sort(key=lambda e: e["ts"])
             previous = t0
             for e in lane:

@@ -62,6 +62,8 @@ __device__ __noinline__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sy
     if (!kBackward) {
       CopyVectors(reinterpret_cast<uint4*>(o), reinterpret_cast<const uint4*>(s), h / 8, lane, 32);
     } else {  // dY[t, j] = topk_weights[t, j] * dy[t], rounded once; kInFlight vectors in flight per lane
+      // (CopyVectors' loop with the scaling written out: a CopyVectors taking it as a transform raised the
+      // kernel's ptxas spill stores, so the two loops stay apart.)
       constexpr uint32_t kInFlight = HPMOE_COPY_IN_FLIGHT;
       const float w = weights[tk];
       for (uint64_t v0 = lane; v0 < h / 8; v0 += 32 * kInFlight) {
