@@ -119,27 +119,88 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     __syncthreads();
+    // With the asynchronous epilogue, slots kStagingSlot.. hold the previous tile's staged rows until its bulk
+    // stores have read them: the other slots are filled first.
+    constexpr int kFirst = HPMOE_GEMM_ASYNC_EPILOGUE ? kStagingSlot : kStages;
     if (leader)
-      for (int s = 0; s < kStages && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
+      for (int s = 0; s < kFirst && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
+    if (HPMOE_GEMM_ASYNC_EPILOGUE && threadIdx.x < 32) {
+      asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+      __syncwarp();
+    }
+    if (leader)
+      for (int s = kFirst; s < kStages && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
+    // Timing experiments on the weight-gradient tile only (wrong results by design, docs/cuda.md): 2 loads
+    // the first kStages steps and never refills (no operand feed), 3 issues no wgmma.
+    constexpr bool kNoFeed = HPMOE_EXPERIMENT_DW == 2 && kAColMajor, kNoMma = HPMOE_EXPERIMENT_DW == 3 && kAColMajor;
     for (int kt = 0; kt < nk; ++kt) {
       const int s = kt % kStages;
-      MbarWait(Full(s), (kt / kStages) & 1);
+      if (!kNoFeed || kt < kStages) MbarWait(Full(s), (kt / kStages) & 1);
       if constexpr (kAColMajor && !kBColMajor) {
         const int valid = k1 - (k0 + kt * kBK);
         if (valid < kBK) ZeroKTail(s, valid);
       }
-      this->IssueStage(s);
+      if (!kNoMma) this->IssueStage(s);
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step kt - 1's group is done
       if (kt == 0) continue;
       const int prev = (kt - 1) % kStages;
       if (threadIdx.x % 32 == 0) MbarArrive(Empty(prev));
       const int next = kt - 1 + kStages;
-      if (leader && next < nk) {
+      if (leader && next < nk && !kNoFeed) {
         MbarWait(Empty(prev), ((kt - 1) / kStages) & 1);
         IssueLoads(prev, a, b, m0, n0, k0 + next * kBK);
       }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    __syncthreads();
+  }
+
+  // The asynchronous epilogue of 16-bit outputs: the tile is staged in slots kStagingSlot.. (Stage), then
+  // warp 0's lanes send each row with one bulk copy (cp.async.bulk, shared to global) and the block goes on
+  // to the next tile while the copy engine writes this one: the next Accumulate refills the staging slots
+  // only once the copies have read them. Rows the copies cannot take (a ragged width, unaligned rows) go
+  // out through StoreStaged. Block-wide; the task ends with FinishStores.
+  static constexpr int kStagingSlot = 2;
+  static_assert(kStagingSlot * kStageBytes + kBM * Base::kRowBytes <= kStages * kStageBytes, "staging fits");
+  // evict_first: outputs that nothing in the kernel reads again (weight gradients) go to L2 as the first to
+  // leave it, so that their stream does not push out the operands other tiles still read.
+  __device__ void WriteStagedAsync(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
+                                   bool evict_first = false) {
+    const uint32_t base = this->smem + kStagingSlot * kStageBytes;
+    this->Stage(base);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by this thread, read by the copies
+    __syncthreads();
+    const int64_t width = n_valid - n0 < kBN ? n_valid - n0 : kBN;
+    const bool bulk = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0 && (n0 & 7) == 0 &&
+                      (width & 7) == 0 && width > 0;  // 16-byte aligned rows of whole 16-byte chunks
+    if (!bulk) {
+      this->StoreStaged(base, c, ldc, m0, n0, m_valid, n_valid);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
+      __syncthreads();
+      return;
+    }
+    if (threadIdx.x < 32) {
+      uint64_t policy;
+      if (evict_first)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      else
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
+      for (int r = threadIdx.x; r < kBM && m0 + r < m_valid; r += 32)
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(
+                         c + (m0 + r) * ldc + n0),
+                     "r"(base + r * Base::kRowBytes), "r"(uint32_t(width * 2)), "l"(policy)
+                     : "memory");
+      asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+    }
+  }
+  // End of a task that used WriteStagedAsync: its rows are written (and ordered before the generic accesses
+  // that follow, the task's completion event among them), and no copy still reads shared memory.
+  __device__ void FinishStores() {
+    if (!HPMOE_GEMM_ASYNC_EPILOGUE) return;  // nothing was sent asynchronously
+    if (threadIdx.x < 32) {
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+    }
     __syncthreads();
   }
 };

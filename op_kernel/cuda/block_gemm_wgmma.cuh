@@ -200,9 +200,17 @@ struct BlockGemm {
   // 16-byte vectors along each row (the register layout gives each thread 4-byte pieces of eight rows).
   // Block-wide; the stage slots must be idle (after Accumulate). Rows are padded by 16 bytes so that the
   // staging writes of a warp (eight rows, four pieces each) fall in distinct banks.
+  static constexpr uint32_t kRowBytes = kBN * 2 + 16;
+  static_assert(kBM * kRowBytes <= kStages * kStageBytes, "the staged tile fits the stage slots");
   __device__ void WriteStaged(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
-    constexpr uint32_t kRowBytes = kBN * 2 + 16;
-    static_assert(kBM * kRowBytes <= kStages * kStageBytes, "the staged tile fits the stage slots");
+    Stage(smem);
+    __syncthreads();
+    StoreStaged(smem, c, ldc, m0, n0, m_valid, n_valid);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
+    __syncthreads();
+  }
+  // The accumulators, rounded to T, into kBM rows of kRowBytes at `base` (this thread's pieces only).
+  __device__ void Stage(uint32_t base) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -211,27 +219,28 @@ struct BlockGemm {
       for (int h = 0; h < 2; ++h) {
         const int row = 64 * wg + 16 * warp + g + 8 * h;
         const uint32_t lo = Bits16(FromF<T>(d[4 * j + 2 * h])), hi = Bits16(FromF<T>(d[4 * j + 2 * h + 1]));
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(smem + row * kRowBytes + (8 * j + 2 * t) * 2),
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + row * kRowBytes + (8 * j + 2 * t) * 2),
                      "r"(lo | (hi << 16))
                      : "memory");
       }
     }
-    __syncthreads();
+  }
+  // The staged rows at `base` to c as 16-byte vectors (element by element at a ragged or unaligned edge).
+  __device__ void StoreStaged(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
+                              int64_t n_valid) {
     constexpr int kVecs = kBN / 8;  // 16-byte vectors per row
     const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
     for (int i = threadIdx.x; i < kBM * kVecs; i += blockDim.x) {
       const int row = i / kVecs, v = i % kVecs;
       const int64_t m = m0 + row, n = n0 + 8 * v;
       if (m >= m_valid || n >= n_valid) continue;
-      const uint32_t src = smem + row * kRowBytes + v * 16;
+      const uint32_t src = base + row * kRowBytes + v * 16;
       if (rows_aligned && n + 8 <= n_valid) {  // n is a multiple of 8 (n0 of 256, vectors of 8)
         *reinterpret_cast<uint4*>(c + m * ldc + n) = LoadShared16(src);
       } else {  // a ragged or unaligned edge, element by element: a local copy of the vector cost every store
         StoreEdge(c + m * ldc + n, src, int(n_valid - n));
       }
     }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
-    __syncthreads();
   }
 };
 

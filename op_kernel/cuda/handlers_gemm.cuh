@@ -10,6 +10,9 @@
 // the loop 6-10% at EP 1, measured A/B on 4x H200); 0: 4-byte stores straight from the accumulators.
 #define HPMOE_GEMM_STAGED_EPILOGUE 1
 #endif
+#ifndef HPMOE_DW_EVICT_FIRST
+#define HPMOE_DW_EVICT_FIRST 1  // weight-gradient rows are written as L2 evict-first (WriteStagedAsync)
+#endif
 #if HPMOE_GEMM_WS
 #include "block_gemm_ws.cuh"
 #elif HPMOE_GEMM_TMA
@@ -97,7 +100,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   BlockGemmTma<T, false, kTransB> g(smem);
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
-  return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+  const int32_t err = ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
     const int64_t m = int64_t(r1 - r0);
     // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.
     const TmaOperand a{map_a, 0, int32_t(r0), 0};
@@ -106,7 +109,9 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
         g.Zero();
         g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
-#if HPMOE_GEMM_STAGED_EPILOGUE
+#if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
+        g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
+#elif HPMOE_GEMM_STAGED_EPILOGUE
         g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
 #else
         g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
@@ -114,6 +119,8 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       }
     }
   });
+  g.FinishStores();
+  return err;
 #else
   BlockGemm<T, false, kTransB> g(smem);
   return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
@@ -200,7 +207,8 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   BlockGemmTma<T, true, false> g(smem);
   // X^T: boxes of 64 columns (from b0) x 64 rows (K); dY: 64 columns x 64 rows. The segment's K end is
   // inside both tensors, so the tile zeroes the lines past it (BlockGemmTma::ZeroKTail).
-  const TmaOperand ta{d.TensorMap(x.slot, kBoxRows64), int32_t(b0), 0, 0};
+  // Timing experiment 4 (wrong results): every unit of an expert reads the first X^T slab.
+  const TmaOperand ta{d.TensorMap(x.slot, kBoxRows64), HPMOE_EXPERIMENT_DW == 4 ? 0 : int32_t(b0), 0, 0};
   const TmaOperand tb{d.TensorMap(dy.slot, kBoxRows64), 0, 0, 0};
 #else
   const int64_t ldx = int64_t(d.slots[x.slot].cols);
@@ -216,7 +224,8 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       err = ForEachExpertSegment(d, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
         if (expert != e) return;
 #if HPMOE_GEMM_TMA
-        g.Accumulate(ta, tb, int32_t(m0), int32_t(n0), int32_t(r0), int32_t(r1));
+        // Timing experiment 5 (wrong results): every tile reads the first dY column slab.
+        g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1));
 #else
         const Stored<T> a{xs, ldx, int64_t(r1), int64_t(wg)};
         const Stored<T> b{dys, int64_t(n), int64_t(r1), int64_t(n)};
@@ -230,18 +239,24 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       // experts at 4096 tokens, fwd+bwd kernels 25.8 -> 24.4 ms against 4-byte stores from the accumulators;
       // issuing the next tile's first loads before the epilogue as well measured the same, 24.5 ms; one
       // H200, benchmarks/RESULTS.md).
-      if (d.dw_half)
-#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
-        g.WriteStaged(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg),
-                      int64_t(n));
+      if (HPMOE_EXPERIMENT_DW == 1) continue;  // timing experiment: no epilogue (block_gemm_tma.cuh)
+      if (d.dw_half) {
+        T* dst = d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n;
+#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
+        g.WriteStagedAsync(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(n), HPMOE_DW_EVICT_FIRST);
+#elif HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
+        g.WriteStaged(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(n));
 #else
-        g.Write(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg), int64_t(n),
-                StoreRounded<T>{});
+        g.Write(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreRounded<T>{});
 #endif
-      else
+      } else {
         g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
+      }
     }
   }
+#if HPMOE_GEMM_TMA
+  g.FinishStores();
+#endif
   return err;
 #endif
 }
