@@ -109,8 +109,10 @@ int32_t RunGmm(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t, 
   });
 }
 
-// dW[e][b0, b0 + wg) = in0[:, b0 + ...]^T in1 over expert e's rows. Under nn.Linear's layout the compiler swaps
-// the operands (task_access.h), so the same code writes rows of dW1t = dH^T X and dW2t = dY^T A.
+// dW[e][b0, b0 + wg)[c0, c0 + nb) = in0[:, b0 + ...]^T in1[:, c0 + ...] over expert e's rows (the columns are the
+// whole width unless the compiler split them, wgrad_split.py). Under nn.Linear's layout the compiler swaps the
+// operands (task_access.h), so the same code writes rows of dW1t = dH^T X and dW2t = dY^T A. Each output
+// element sums the same products in the same order whatever the column block, so a split changes no bits.
 int32_t RunWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
   const SscTensorRef& x = t.inputs[0];
   const SscTensorRef& dy = t.inputs[1];
@@ -119,20 +121,22 @@ int32_t RunWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTa
   const SlotShape& os = ctx.layout->slots[out.slot];
   const uint64_t per_expert = os.dims[1], n = os.dims[2];
   const uint64_t e = out.row_offset / per_expert, b0 = out.row_offset % per_expert, wg = out.rows;
+  const uint64_t c0 = out.col_offset, nb = out.cols;
   const uint64_t all_rows = uint64_t(ctx.cfg.ep) * ctx.cfg.recv_rows_per_src;
   if (x.slot == ssc::kNoSlot || dy.slot == ssc::kNoSlot || e >= ctx.cfg.experts_per_rank ||
-      b0 + wg > per_expert || !FullCols(ctx, out) || x.col_offset != b0 || x.cols != wg || !FullCols(ctx, dy) ||
-      dy.cols != n || x.row_offset != 0 || x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows)
+      b0 + wg > per_expert || nb == 0 || c0 + nb > n || x.col_offset != b0 || x.cols != wg ||
+      ctx.Cols(dy.slot) != n || dy.col_offset != c0 ||
+      dy.cols != nb || x.row_offset != 0 || x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows)
     return rt::kErrRegion;
-  float* c = ctx.Slot<float>(out.slot) + out.row_offset * n;
-  std::memset(c, 0, wg * n * sizeof(float));
+  float* c = ctx.Slot<float>(out.slot) + out.row_offset * n + c0;
+  for (uint64_t i = 0; i < wg; ++i) std::memset(c + i * n, 0, nb * sizeof(float));
   // Fixed order: slots 0..ep-1, rows ascending inside each (ForEachExpertSegment's order).
   return ForEachExpertSegment(ctx, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
     if (expert != e) return;
     int64_t lda, ldb;
     const float* a = RowsF32(ctx, x.slot, r0, r1 - r0, b0, wg, s.a, &lda);
-    const float* b = RowsF32(ctx, dy.slot, r0, r1 - r0, 0, n, s.b, &ldb);
-    GemmAtBAccumulate(int64_t(r1 - r0), int64_t(wg), int64_t(n), a, lda, b, ldb, c, int64_t(n));
+    const float* b = RowsF32(ctx, dy.slot, r0, r1 - r0, c0, nb, s.b, &ldb);
+    GemmAtBAccumulate(int64_t(r1 - r0), int64_t(wg), int64_t(nb), a, lda, b, ldb, c, int64_t(n));
   });
 }
 

@@ -157,9 +157,13 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   if (out.slot != ssc::kSlotDW1 && out.slot != ssc::kSlotDW2) return rt::kErrRegion;
   const uint64_t per_expert = d.slots[out.slot].dim1, n = d.slots[out.slot].cols;
   const uint64_t e = out.row_offset / per_expert, b0 = out.row_offset % per_expert, wg = out.rows;
+  // Output columns [c0, c1): the whole width unless the compiler split it (wgrad_split.py); dY is read on the
+  // same columns. A block starts on a 16-byte boundary (16-byte row vectors in the epilogue).
+  const uint64_t c0 = out.col_offset, c1 = uint64_t(out.col_offset) + out.cols;
   const uint64_t all_rows = uint64_t(d.cfg.ep) * d.cfg.recv_rows_per_src;
-  if (x.slot >= ssc::kSlotCount || !FullCols(d, dy) || e >= d.cfg.experts_per_rank || b0 + wg > per_expert ||
-      !FullCols(d, out) || x.col_offset != b0 || x.cols != wg || dy.cols != n || x.row_offset != 0 ||
+  if (x.slot >= ssc::kSlotCount || dy.slot >= ssc::kSlotCount || d.slots[dy.slot].cols != n ||
+      e >= d.cfg.experts_per_rank || b0 + wg > per_expert || out.cols == 0 || c1 > n || (c0 % 8) != 0 ||
+      dy.col_offset != c0 || dy.cols != out.cols || x.col_offset != b0 || x.cols != wg || x.row_offset != 0 ||
       x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows || (b0 % 8) != 0)
     return rt::kErrRegion;
   float* c = d.Slot<float>(out.slot) + uint64_t(out.row_offset) * n;
@@ -176,7 +180,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   auto walk = [&](auto&& tile) {
     int32_t err = 0;
     for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM)
-      for (int64_t n0 = 0; n0 < int64_t(n) && err == 0; n0 += kBN) err = tile(int32_t(m0), int32_t(n0));
+      for (int64_t n0 = int64_t(c0); n0 < int64_t(c1) && err == 0; n0 += kBN) err = tile(int32_t(m0), int32_t(n0));
     return err;
   };
   const bool issuer = threadIdx.x == 0;
@@ -195,10 +199,10 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
           const int32_t err = segments([&](int32_t r0, int32_t r1) { g.template Consume<true>(r0, r1); });
           if (err != 0) return err;
           if (d.dw_half)  // bound to a framework's gradient in the model dtype: the one rounding, here
-            g.Write(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg), int64_t(n),
+            g.Write(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg), int64_t(c1),
                     StoreRounded<T>{});
           else
-            g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
+            g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), StoreFp32{});
           return int32_t(0);
         });
       });
@@ -218,7 +222,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
 #endif
   int32_t err = 0;
   for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {
-    for (int64_t n0 = 0; n0 < int64_t(n) && err == 0; n0 += kBN) {
+    for (int64_t n0 = int64_t(c0); n0 < int64_t(c1) && err == 0; n0 += kBN) {
       g.Zero();
       // Fixed order: slots 0..ep-1, rows ascending (the CPU twin's order); K = rows of expert e.
       err = ForEachExpertSegment(d, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
@@ -243,14 +247,14 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       if (d.dw_half) {
         T* dst = d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n;
 #if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
-        g.WriteStagedAsync(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(n), HPMOE_DW_EVICT_FIRST);
+        g.WriteStagedAsync(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), HPMOE_DW_EVICT_FIRST);
 #elif HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
-        g.WriteStaged(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(n));
+        g.WriteStaged(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
 #else
-        g.Write(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreRounded<T>{});
+        g.Write(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), StoreRounded<T>{});
 #endif
       } else {
-        g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(n), StoreFp32{});
+        g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), StoreFp32{});
       }
     }
   }

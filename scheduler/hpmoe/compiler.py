@@ -11,6 +11,7 @@ from .errors import ScheduleError
 from .events import Event, assign_events
 from .fill import ACT_TYPES, GMM_TYPES, fill_rank
 from .gmm_split import col_blocks
+from .wgrad_split import wgrad_col_blocks
 from .graphs import build_graph
 from .odg import OperatorGraph
 from .split import propagate_splits
@@ -75,7 +76,9 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
             m = cfg.token_tile
         else:
             m = cfg.recv_rows // node.task_num
-        if node.task_type in GMM_TYPES:
+        if node.task_type == TaskType.GMM_WEIGHT_GRAD:
+            n = wgrad_col_blocks(cfg, out.cols)[0][1]
+        elif node.task_type in GMM_TYPES:
             n = col_blocks(cfg, out.cols, k)[0][1]
         elif node.task_type in ACT_TYPES:  # output columns per task: the block of A, of dH's gate and up
             n = act_blocks(cfg, node.task_type)[0][1] * out.cols // cfg.inter

@@ -42,6 +42,7 @@ class MoeConfig:
     weights_transposed: bool = False  # W1 [E, 2I, h], W2 [E, h, I] as nn.Linear stores them (CPU twin, CUDA)
     gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
     act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: the compiler's choice, act_split.py)
+    wgrad_n_block: int = 0  # output columns per weight-gradient task (0: the rule, wgrad_split.py); not in the SSC
 
     # ---- derived ------------------------------------------------------------------------------
     @property
@@ -136,7 +137,7 @@ INT_FIELDS = {"ep": (1, INT32_MAX), "tokens": (1, INT32_MAX), "hidden": (1, INT3
               "experts_per_rank": (1, INT32_MAX), "topk": (1, INT32_MAX), "tile_m": (1, INT32_MAX),
               "recv_rows_per_src": (0, INT32_MAX), "wgrad_tile": (0, INT32_MAX), "token_tile": (0, INT32_MAX),
               "num_aic": (1, MAX_WORKERS), "num_aiv": (1, MAX_WORKERS), "gmm_n_block": (0, INT32_MAX),
-              "act_n_block": (0, INT32_MAX)}
+              "act_n_block": (0, INT32_MAX), "wgrad_n_block": (0, INT32_MAX)}
 
 
 def _check_fields(cfg: MoeConfig) -> None:
@@ -168,6 +169,8 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
         raise ConfigError(f"gmm_n_block={cfg.gmm_n_block} is not a multiple of 8")
     if cfg.act_n_block % 8:  # the same, for A's and H's column blocks
         raise ConfigError(f"act_n_block={cfg.act_n_block} is not a multiple of 8")
+    if cfg.wgrad_n_block % 8:  # the same, for dW's column blocks
+        raise ConfigError(f"wgrad_n_block={cfg.wgrad_n_block} is not a multiple of 8")
     changes: dict[str, Any] = {}
     wgrad = cfg.wgrad_tile or _default_wgrad_tile(cfg.hidden, cfg.inter)
     for dim_name in ("hidden", "inter"):

@@ -12,6 +12,7 @@ from .config import MoeConfig
 from .errors import ScheduleError
 from .act_split import act_blocks, act_n_block
 from .gmm_split import col_blocks
+from .wgrad_split import wgrad_col_blocks
 from .odg import OperatorGraph, OperatorNode, TensorSpec
 from .ssc_format import REF_GATHER, REF_REMOTE, REF_ROWS_DYNAMIC, QueueType, Slot, TaskType
 from .tasks import NO_PEER, Ref, Task
@@ -172,21 +173,28 @@ def fill_act_blocks(f: Filler) -> None:
 
 
 def fill_weight_grad(f: Filler) -> None:
-    """dW[e][block] = X_e[:, block]^T dY_e: X is read on the block's columns, dY whole, reduction never split."""
+    """dW[e][block, cols] = X_e[:, block]^T dY_e[:, cols]: X is read on the row block's columns, dY on the column
+    block (the whole width unless wgrad_split.py splits it), the reduction never split. Tasks in (expert, row
+    block, column block) order: the column blocks of one row block, which read the same X^T slab, are
+    consecutive (the claim pool keeps this order among units of one size)."""
     x_like, dy_like, counts = f.op.inputs
     (dw,) = f.op.outputs
     per_expert_rows = dw.shape[1]
     wg = f.cfg.wgrad_tile
     blocks = per_expert_rows // wg
-    if f.op.task_num != f.cfg.experts_per_rank * blocks:
-        raise ScheduleError(f"{f.op.name}: {f.op.task_num} tasks do not match "
-                            f"{f.cfg.experts_per_rank} experts x {blocks} blocks")
+    cols = wgrad_col_blocks(f.cfg, dw.cols)
+    if f.op.task_num != f.cfg.experts_per_rank * blocks * len(cols):
+        raise ScheduleError(f"{f.op.name}: {f.op.task_num} tasks do not match {f.cfg.experts_per_rank} experts x "
+                            f"{blocks} row blocks x {len(cols)} column blocks")
     for i in range(f.op.task_num):
-        e, b = divmod(i, blocks)
+        eb, c = divmod(i, len(cols))
+        e, b = divmod(eb, blocks)
+        c0, n = cols[c]
         x_ref = Ref(x_like.slot, f.rank, 0, x_like.rows, b * wg, wg, REF_ROWS_DYNAMIC)
-        out = Ref(dw.slot, f.rank, e * per_expert_rows + b * wg, wg, 0, dw.cols)
-        f.add(f.op.task_type, QueueType.CTQ, i, f.op.task_num, wg,
-              [x_ref, whole(dy_like, f.rank, REF_ROWS_DYNAMIC), whole(counts, f.rank)], [out], expert=e, chunk=b)
+        dy_ref = Ref(dy_like.slot, f.rank, 0, dy_like.rows, c0, n, REF_ROWS_DYNAMIC)
+        out = Ref(dw.slot, f.rank, e * per_expert_rows + b * wg, wg, c0, n)
+        f.add(f.op.task_type, QueueType.CTQ, i, f.op.task_num, wg, [x_ref, dy_ref, whole(counts, f.rank)], [out],
+              expert=e, chunk=b)
 
 
 def _combine(f: Filler, reduce_type: TaskType, reduce_inputs: list[TensorSpec]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .config import MoeConfig
 from .odg import OperatorGraph, OperatorNode, SplitSpec, TensorSpec
 from .ssc_format import DType, QueueType, Role, Slot, TaskType
+from .wgrad_split import wgrad_col_blocks
 
 
 def tensor_specs(cfg: MoeConfig) -> dict[Slot, TensorSpec]:
@@ -87,12 +88,13 @@ def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
     E = cfg.experts_per_rank
     # dW[e][block] = in0[:, block]^T in1 (fill_weight_grad). Transposed weights swap the operands, so each
     # tile holds rows of the [out, in] gradient: dW2t = dY^T A, dW1t = dH^T X (same products, same row order).
+    # Each row block is one task per column block of dW (wgrad_split.py; the whole width unless split).
     if cfg.weights_transposed:
-        w2_grad_in, w2_blocks = [t[Slot.RECV_DY], t[Slot.A]], nb_hidden
-        w1_grad_in, w1_blocks = [t[Slot.DH], t[Slot.RECV_X]], 2 * nb_inter
+        w2_grad_in, w2_blocks = [t[Slot.RECV_DY], t[Slot.A]], nb_hidden * len(wgrad_col_blocks(cfg, cfg.inter))
+        w1_grad_in, w1_blocks = [t[Slot.DH], t[Slot.RECV_X]], 2 * nb_inter * len(wgrad_col_blocks(cfg, cfg.hidden))
     else:
-        w2_grad_in, w2_blocks = [t[Slot.A], t[Slot.RECV_DY]], nb_inter
-        w1_grad_in, w1_blocks = [t[Slot.RECV_X], t[Slot.DH]], nb_hidden
+        w2_grad_in, w2_blocks = [t[Slot.A], t[Slot.RECV_DY]], nb_inter * len(wgrad_col_blocks(cfg, cfg.hidden))
+        w1_grad_in, w1_blocks = [t[Slot.RECV_X], t[Slot.DH]], nb_hidden * len(wgrad_col_blocks(cfg, 2 * cfg.inter))
     nodes = [
         OperatorNode("BwdDispatch", TaskType.BWD_DISPATCH_PUT, QueueType.VTQ,
                      [t[Slot.DY], t[Slot.TOPK_WEIGHTS], t[Slot.SEND_ROWS]],

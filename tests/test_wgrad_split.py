@@ -1,0 +1,92 @@
+"""Column-split weight-gradient tasks (wgrad_split.py): the rule per shape, the tasks' regions, their claim
+order, and both validators on split groups."""
+from __future__ import annotations
+
+import pytest
+
+from hpmoe import wgrad_split
+from hpmoe.compiler import build_group_tasks
+from hpmoe.config import make_config
+from hpmoe.errors import ConfigError
+from hpmoe.graphs import tensor_specs
+from hpmoe.runtime import native
+from hpmoe.ssc_format import Slot, TaskType
+from hpmoe.ssc_io import to_bytes
+from hpmoe.validate import validate
+from hpmoe.worker_queues import _pool_units
+from schedule_tools import compile_group
+
+# MoEFFN's schedules on one H200 (hpmoe.torch.runtime): DeepSeek-V3 experts with row pipelines and the pool,
+# Mixtral's with mixed queues and the pool.
+DEEPSEEK = dict(ep=1, tokens=8192, hidden=7168, inter=2048, experts_per_rank=8, topk=8, dtype="bf16", tile_m=128,
+                wgrad_tile=128, num_aic=128, num_aiv=4, mixed_queues=True, row_pipelines=True, claim_pool=True)
+MIXTRAL = dict(ep=1, tokens=4096, hidden=4096, inter=14336, experts_per_rank=8, topk=2, dtype="bf16",
+               tile_m=128, wgrad_tile=128, num_aic=112, num_aiv=20, mixed_queues=True, claim_pool=True)
+
+
+def test_rule_splits_when_the_workers_x_slabs_outgrow_l2():
+    ds = make_config(None, DEEPSEEK)
+    assert wgrad_split.slab_bytes(ds) == 128 * 128 * 8192 * 2  # 8192 rows per expert: 268 MB
+    assert wgrad_split.wgrad_n_block(ds) == wgrad_split.WGRAD_N_BLOCK
+    assert wgrad_split.wgrad_col_blocks(ds, ds.hidden) == [(c, 1024) for c in range(0, 7168, 1024)]
+    mixtral = make_config(None, MIXTRAL)  # 1024 rows per expert: 112 slabs of 256 KB fit in L2
+    assert wgrad_split.slab_bytes(mixtral) < wgrad_split.L2_BYTES
+    assert wgrad_split.wgrad_col_blocks(mixtral, 2 * mixtral.inter) == [(0, 2 * mixtral.inter)]
+
+
+@pytest.mark.parametrize("over", [dict(claim_pool=False, row_pipelines=False), dict(tokens=1024)])
+def test_rule_keeps_whole_widths_without_the_pool_or_with_short_k(over):
+    cfg = make_config(None, {**DEEPSEEK, **over})
+    assert wgrad_split.wgrad_n_block(cfg) == 0
+
+
+def test_explicit_block_needs_the_pool_and_a_multiple_of_8():
+    assert wgrad_split.wgrad_n_block(make_config(None, {**MIXTRAL, "wgrad_n_block": 512})) == 512
+    without_pool = make_config(None, {**MIXTRAL, "wgrad_n_block": 512, "claim_pool": False})
+    assert wgrad_split.wgrad_n_block(without_pool) == 0  # AscendC and the A3 model take whole widths
+    with pytest.raises(ConfigError, match="wgrad_n_block=12 is not a multiple of 8"):
+        make_config("small", {"wgrad_n_block": 12})
+
+
+def _blocks(cfg, slot):
+    s = compile_group(cfg, "bwd")[0]
+    return s, [t for t in s.tasks if t["task_type"] == TaskType.GMM_WEIGHT_GRAD and t["outputs"][0]["slot"] == slot]
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_split_tasks_tile_dw_once_and_read_dy_on_their_columns(transposed):
+    cfg = make_config("small", {"ep": 2, "mixed_queues": True, "claim_pool": True, "wgrad_n_block": 24,
+                                "weights_transposed": transposed})
+    for slot in (Slot.DW1, Slot.DW2):
+        s, tasks = _blocks(cfg, slot)
+        covered = set()
+        for t in tasks:
+            out, dy = t["outputs"][0], t["inputs"][1]
+            assert (int(dy["col_offset"]), int(dy["cols"])) == (int(out["col_offset"]), int(out["cols"]))
+            cells = {(r, c) for r in range(int(out["row_offset"]), int(out["row_offset"]) + int(out["rows"]))
+                     for c in range(int(out["col_offset"]), int(out["col_offset"]) + int(out["cols"]))}
+            assert not covered & cells, f"{slot.name}: a cell written twice"
+            covered |= cells
+        experts, per_expert, cols = tensor_specs(cfg)[slot].shape
+        rows = experts * per_expert
+        assert len(covered) == rows * cols, f"{slot.name}: not every cell written"
+        assert {int(t["outputs"][0]["cols"]) for t in tasks} <= {24, cols % 24 or 24}
+
+
+@pytest.mark.parametrize("direction", ["fwd", "bwd"])
+@pytest.mark.parametrize("over", [dict(wgrad_n_block=24), dict(wgrad_n_block=8, weights_transposed=True),
+                                  dict(wgrad_n_block=16, row_pipelines=True), dict(wgrad_n_block=32, ep=3, topk=3)])
+def test_split_groups_pass_both_validators(direction, over):
+    cfg = make_config("small", {"ep": 2, "mixed_queues": True, "claim_pool": True, **over})
+    schedules = compile_group(cfg, direction)
+    assert validate(schedules) == []
+    error, _ = native.validate_ssc([to_bytes(s) for s in schedules])  # the C++ load-time validator
+    assert not error, error
+
+
+def test_column_blocks_of_one_slab_are_claimed_one_after_another():
+    cfg = make_config("small", {"ep": 1, "mixed_queues": True, "claim_pool": True, "wgrad_n_block": 16})
+    tasks = build_group_tasks(cfg, "bwd").tasks
+    pool = [u[0] for u in _pool_units(cfg, tasks, [], [], []) if u[0].task_type == TaskType.GMM_WEIGHT_GRAD]
+    keys = [(t.op_id, t.expert, t.outputs[0].row_offset, t.outputs[0].col_offset) for t in pool]
+    assert keys == sorted(keys), "claim order: op, expert, row slab, column block"
