@@ -42,7 +42,7 @@ class MoeConfig:
     weights_transposed: bool = False  # W1 [E, 2I, h], W2 [E, h, I] as nn.Linear stores them (CPU twin, CUDA)
     gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
     act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: the compiler's choice, act_split.py)
-    wgrad_n_block: int = 0  # output columns per weight-gradient task (0: the rule, wgrad_split.py); not in the SSC
+    wgrad_n_block: int = 0  # output columns per weight-gradient task, claim pool only (0: whole); not in the SSC
 
     # ---- derived ------------------------------------------------------------------------------
     @property
