@@ -19,14 +19,17 @@ MIXTRAL = dict(ep=1, tokens=4096, hidden=4096, inter=14336, experts_per_rank=8, 
 def test_search_finds_the_fastest_candidate_and_skips_refused_ones():
     cfg = make_config(None, MIXTRAL)
 
-    def runner(c):  # a made-up cost surface: best at 120+12 workers, block 2048, pipelines refused
+    def runner(c):  # a made-up cost surface: best at 120+12 workers, blocks 2048 and 1024, pipelines refused
         if c.row_pipelines:
             raise CudaFailure("refused by the backend")
-        return 10.0 + abs(c.num_aic - 120) * 0.1 + (0 if c.gmm_n_block == 2048 else 1.0) + (c.tile_m == 256)
+        return (10.0 + abs(c.num_aic - 120) * 0.1 + (0 if c.gmm_n_block == 2048 else 1.0) + (c.tile_m == 256)
+                + (0 if c.wgrad_n_block == 1024 else 0.5))
 
     res = tune_cuda(cfg, runner)
-    assert res.best.params == {"variant": "mixed+pool", "workers": "120+12", "tile_m": 128, "gmm_n_block": 2048}
+    assert res.best.params == {"variant": "mixed+pool", "workers": "120+12", "tile_m": 128, "gmm_n_block": 2048,
+                               "wgrad_n_block": 1024}
     assert res.best_cfg.num_aic == 120 and res.best_cfg.gmm_n_block == 2048 and res.best_cfg.claim_pool
+    assert res.best_cfg.wgrad_n_block == 1024
     assert any(t.skipped for t in res.tried) and res.best.ms == pytest.approx(10.0)
 
 
@@ -37,6 +40,11 @@ def test_search_space_is_valid_for_the_shape():
     for block in space["gmm_n_block"]:
         c = candidate_config(cfg, {"variant": "mixed", "workers": "112+20", "tile_m": 256, "gmm_n_block": block})
         assert c.recv_rows_per_src % 256 == 0 and c.gmm_n_block == block
+    assert space["wgrad_n_block"] == (0, 1024)
+    for block in space["wgrad_n_block"]:
+        c = candidate_config(cfg, {"variant": "mixed+pool", "workers": "112+20", "tile_m": 128, "gmm_n_block": 0,
+                                   "wgrad_n_block": block})
+        assert c.wgrad_n_block == block
 
 
 def test_cache_round_trip_and_key(tmp_path):

@@ -4,7 +4,8 @@ Mercury-style: every candidate is compiled and run for real (fwd + bwd kernel ti
 launches after one warm-up pair), never predicted. Coordinate search, as the A3 tuner (sim/tune.py): start
 from the given config, try each value of one dimension with the others fixed, keep the best, repeat until a
 round changes nothing. Dimensions: the queue variant, the cube/vector worker split (same block total), the
-row tile and the GMM column block (gmm_split.py; 0 = the compiler's rule). A candidate the compiler or the
+row tile, the GMM column block (gmm_split.py; 0 = the compiler's rule) and the weight-gradient column block
+(wgrad_split.py, opt-in; measured faster at some shapes, slower at others). A candidate the compiler or the
 backend refuses is skipped with its reason. The winner goes to tuning_cache.py, keyed by shape and GPU name.
 The search takes any `runner(cfg) -> ms`, so tests drive it without a GPU.
 """
@@ -26,6 +27,7 @@ VARIANTS = {"mixed": dict(mixed_queues=True, row_pipelines=False, claim_pool=Fal
             "pipelines+pool": dict(mixed_queues=True, row_pipelines=True, claim_pool=True)}
 VECTOR_BLOCKS = (20, 12, 4)  # vector-queue blocks tried; cube blocks = the config's total minus these
 TILE_M = (128, 256)          # 64-row tiles ran 1.45x slower (docs/cuda.md): the tile is built for 128 rows
+WGRAD_N_BLOCKS = (1024,)     # besides 0 (whole widths): the block measured in wgrad_split.py
 
 
 @dataclasses.dataclass
@@ -48,21 +50,24 @@ def search_space(cfg: MoeConfig) -> dict[str, tuple]:
     workers = tuple(f"{total - v}+{v}" for v in VECTOR_BLOCKS if total - v >= 1)
     blocks = [0, whole_width_block(cfg)]
     blocks += [b for b in (512, 1024, 2048, 4096) if b < max(gmm_widths(cfg)) and b % GMM_TILE_N == 0]
-    return {"variant": tuple(VARIANTS), "workers": workers, "tile_m": TILE_M, "gmm_n_block": tuple(blocks)}
+    wgrad = (0,) + tuple(b for b in WGRAD_N_BLOCKS if b < max(cfg.hidden, 2 * cfg.inter))
+    return {"variant": tuple(VARIANTS), "workers": workers, "tile_m": TILE_M, "gmm_n_block": tuple(blocks),
+            "wgrad_n_block": wgrad}
 
 
 def candidate_config(cfg: MoeConfig, params: dict) -> MoeConfig:
     """cfg with a candidate's parameters; the bucket is re-derived (tile_m changes its rounding)."""
     aic, _, aiv = params["workers"].partition("+")
     return cfg.replace(**VARIANTS[params["variant"]], num_aic=int(aic), num_aiv=int(aiv), tile_m=params["tile_m"],
-                       gmm_n_block=params["gmm_n_block"], recv_rows_per_src=0, token_tile=0)
+                       gmm_n_block=params["gmm_n_block"], wgrad_n_block=params.get("wgrad_n_block", 0),
+                       recv_rows_per_src=0, token_tile=0)
 
 
 def start_params(cfg: MoeConfig) -> dict:
     variant = next((name for name, flags in VARIANTS.items()
                     if all(getattr(cfg, k) == v for k, v in flags.items())), "mixed+pool")
     return {"variant": variant, "workers": f"{cfg.num_aic}+{cfg.num_aiv}", "tile_m": cfg.tile_m,
-            "gmm_n_block": cfg.gmm_n_block}
+            "gmm_n_block": cfg.gmm_n_block, "wgrad_n_block": cfg.wgrad_n_block}
 
 
 def tune_cuda(cfg: MoeConfig, runner: Callable[[MoeConfig], float], *, rounds: int = 2,
