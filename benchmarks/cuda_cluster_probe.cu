@@ -59,7 +59,7 @@ __global__ void Probe(int mode, unsigned* arrived, int* bad, long long spin_limi
 }
 
 static cudaError_t Launch(int blocks, bool coop, bool cluster, int mode, unsigned* arrived, int* bad,
-                          long long spin) {
+                          long long spin, cudaStream_t stream = nullptr) {
   cudaLaunchAttribute attr[2];
   int n = 0;
   if (coop) {
@@ -76,6 +76,7 @@ static cudaError_t Launch(int blocks, bool coop, bool cluster, int mode, unsigne
   lc.gridDim = dim3(blocks);
   lc.blockDim = dim3(kThreads);
   lc.dynamicSmemBytes = kSmem;
+  lc.stream = stream;
   lc.attrs = attr;
   lc.numAttrs = n;
   void* args[] = {&mode, &arrived, &bad, &spin};
@@ -136,31 +137,7 @@ int main() {
       CHECK(cudaStreamSynchronize(st));
       CHECK(cudaEventRecord(a, st));
       const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kN; ++i) {
-        cudaLaunchAttribute attr[2];
-        int n = 0;
-        if (v & 1) {
-          attr[n].id = cudaLaunchAttributeCooperative;
-          attr[n++].val.cooperative = 1;
-        }
-        if (v & 2) {
-          attr[n].id = cudaLaunchAttributeClusterDimension;
-          attr[n].val.clusterDim.x = 2;
-          attr[n].val.clusterDim.y = 1;
-          attr[n++].val.clusterDim.z = 1;
-        }
-        cudaLaunchConfig_t lc = {};
-        lc.gridDim = dim3(blocks);
-        lc.blockDim = dim3(kThreads);
-        lc.dynamicSmemBytes = kSmem;
-        lc.stream = st;
-        lc.attrs = attr;
-        lc.numAttrs = n;
-        int mode = 0;
-        long long sp = 0;
-        void* args[] = {&mode, &arrived, &bad, &sp};
-        CHECK(cudaLaunchKernelExC(&lc, reinterpret_cast<const void*>(Probe), args));
-      }
+      for (int i = 0; i < kN; ++i) CHECK(Launch(blocks, v & 1, v & 2, 0, arrived, bad, 0, st));
       const double host_us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / kN;
       CHECK(cudaEventRecord(b, st));
