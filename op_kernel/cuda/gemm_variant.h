@@ -22,13 +22,13 @@
 #ifndef HPMOE_GEMM_ASYNC_EPILOGUE
 // 1 (TMA tile, staged epilogue): the staged rows leave as bulk copies while the block starts the next tile
 // (BlockGemmTma::WriteStagedAsync); 0 (the default): the block stores them itself before going on. Measured
-// on one H200 (docs/cuda.md, "The GMM epilogue"): the bulk copies were 0.4-0.6 ms slower at Mixtral-8x7B
+// on one H200 (docs/cuda.md, "What the backward waits on"): the bulk copies were 0.4-0.6 ms slower at Mixtral-8x7B
 // experts and the same at DeepSeek-V3's, with and without an L2 evict-first hint on the weight gradients.
 #define HPMOE_GEMM_ASYNC_EPILOGUE 0
 #endif
 #ifndef HPMOE_EXPERIMENT_DW
-// Timing-only builds of the weight-gradient tile (wrong results by design; docs/cuda.md, "Where a short-K
-// weight-gradient tile's time goes"): 1 no epilogue, 2 no operand feed after the first stages, 3 no wgmma,
+// Timing-only builds of the weight-gradient tile (wrong results by design; docs/cuda.md, "What the backward
+// waits on"): 1 no epilogue, 2 no operand feed after the first stages, 3 no wgmma,
 // 4 one X^T slab per expert for every unit, 5 one dY column slab for every tile.
 #define HPMOE_EXPERIMENT_DW 0
 #endif
