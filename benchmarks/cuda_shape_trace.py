@@ -3,7 +3,7 @@ the kernels' times and a Perfetto trace for benchmarks/cuda_trace_summary.py, to
 time goes (which task types, how many blocks busy over time).
 
     python3 benchmarks/cuda_shape_trace.py mixtral-8x7b:4096 --out trace.json [--gmm-n-block N] [--act-n-block N]
-        [--pipelines] [--transposed]
+        [--wgrad-n-block N] [--pipelines] [--transposed]
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def main() -> int:
     p.add_argument("shape", help=f"MODEL:TOKENS, MODEL one of {', '.join(SHAPES)}")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--gmm-n-block", type=int, default=None, help="override the column block (0: whole width)")
+    p.add_argument("--wgrad-n-block", type=int, default=None,
+                   help="output columns per weight-gradient task (wgrad_split.py; default: whole widths)")
     p.add_argument("--act-n-block", type=int, default=None,
                    help="override the SwiGLU column block (0: the rule; I or more: whole rows)")
     p.add_argument("--pipelines", action="store_true", help="force row pipelines")
@@ -50,6 +52,8 @@ def main() -> int:
         cfg = cfg.replace(gmm_n_block=args.gmm_n_block)
     if args.act_n_block is not None:
         cfg = cfg.replace(act_n_block=args.act_n_block)
+    if args.wgrad_n_block is not None:
+        cfg = cfg.replace(wgrad_n_block=args.wgrad_n_block)
     ids, weights = make_routing(make_config(None, {"ep": 1, "tokens": int(tokens), "hidden": h, "inter": inter,
                                                    "experts_per_rank": E, "topk": k, "dtype": "bf16"}), "random", 0)
     rng = np.random.default_rng(0)

@@ -95,7 +95,7 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     cfg = make_config(None, {"ep": 1, "tokens": tokens, "hidden": h, "inter": inter, "experts_per_rank": E,
                              "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, routing, 0)
-    m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile)
+    m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -120,7 +120,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     mcfg = m.runtime.config(tokens)
     row = {"shape": shape, "tokens": tokens, "routing": routing, "wgrad_tile": mcfg.wgrad_tile,
            "schedule": ("pipelines" if mcfg.row_pipelines else "mixed") + ("+pool" if mcfg.claim_pool else "")
-           + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")}
+           + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")
+           + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
     # Forward+backward: the two paths alternate call by call (clock and temperature drift hit both alike);
@@ -188,6 +189,8 @@ def main() -> int:
     p.add_argument("--routing", nargs="+", default=["balanced", "skewed"], choices=["balanced", "random", "skewed"])
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--wgrad-tile", type=int, default=0, help="output rows per weight-gradient tile (0: default)")
+    p.add_argument("--wgrad-n-block", type=int, default=0,
+                   help="output columns per weight-gradient task (0: whole widths; wgrad_split.py)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     commit = os.environ.get("HPMOE_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],

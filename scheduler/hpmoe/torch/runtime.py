@@ -63,7 +63,7 @@ class MoeFfnRuntime:
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
-                 device=None):
+                 device=None, wgrad_n_block: int = 0):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -73,6 +73,7 @@ class MoeFfnRuntime:
         self.hidden, self.inter, self.experts, self.topk = hidden_size, intermediate_size, num_local_experts, topk
         self.capacity_factor, self.dtype, self.tile_m, self.timeout_s = capacity_factor, dtype, tile_m, timeout_s
         self.wgrad_tile, self.token_tile = wgrad_tile, token_tile  # 0: the compiler's choice
+        self.wgrad_n_block = wgrad_n_block  # weight-gradient column blocks (wgrad_split.py: opt-in; 0 = whole)
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
@@ -118,6 +119,7 @@ class MoeFfnRuntime:
                                  "tile_m": self.tile_m, "num_aic": self.num_aic, "num_aiv": self.num_aiv,
                                  "wgrad_tile": self.wgrad_tile or self._default_wgrad_tile(),
                                  "token_tile": self.token_tile, "weights_transposed": transposed,
+                                 "wgrad_n_block": self.wgrad_n_block,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
         if busy_row_tiles(cfg) < cfg.num_aic:
