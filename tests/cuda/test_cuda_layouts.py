@@ -1,8 +1,8 @@
 """The CUDA backend with weights in nn.Linear's layout (weights_transposed) and with column-split GMM tasks
-(gmm_n_block) and activation tasks (act_n_block), on a GPU: every output against float64 (bf16 and fp16,
-ragged rows, empty experts, top-1 to top-8), bitwise repeatable, the transposed layout against the standard
-one, split against unsplit, and the tuner's measuring path. Skips with the reason when the library or a GPU
-is missing."""
+(gmm_n_block), activation tasks (act_n_block) and weight-gradient tasks (wgrad_n_block), on a GPU: every
+output against float64 (bf16 and fp16, ragged rows, empty experts, top-1 to top-8), bitwise repeatable, the
+transposed layout against the standard one, split against unsplit, and the tuner's measuring path. Skips
+with the reason when the library or a GPU is missing."""
 from __future__ import annotations
 
 import numpy as np
@@ -128,6 +128,28 @@ def test_split_activation_is_bitwise_the_whole_rows(ep, dtype, routing, topk, ov
     check(cfg, inputs, outputs, label)
     _, whole = run_with_activations(cfg.replace(act_n_block=cfg.inter), inputs)
     assert not first_difference(whole, split), f"{label}: split vs whole rows: {first_difference(whole, split)}"
+
+
+@needs_gpu
+@pytest.mark.parametrize("ep", [1, 2])
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("routing,topk", [("balanced", 1), ("skewed", 2), ("empty", 4), ("balanced", 8)])
+@pytest.mark.parametrize("over", [dict(wgrad_n_block=264, claim_pool=True),
+                                  dict(wgrad_n_block=256, weights_transposed=True, claim_pool=True),
+                                  dict(wgrad_n_block=136, row_pipelines=True, claim_pool=True)])
+def test_split_weight_gradient_is_bitwise_the_whole_width(ep, dtype, routing, topk, over):
+    """Weight-gradient tasks in column blocks (wgrad_split.py; h = 520, 2I = 784: blocks of 264 end inside a
+    tile) against float64, and bit for bit the same schedule with whole-width weight-gradient tasks: each
+    output tile sums the same products in the same K order whichever unit holds it."""
+    experts = ep * BASE["experts_per_rank"]
+    if topk > experts or (routing == "empty" and 2 * topk > experts):
+        pytest.skip(f"routing {routing!r} with top-{topk} needs more than {experts} experts (EP {ep})")
+    cfg, inputs = config(ep, dtype, routing, topk, **over)
+    label = f"{ep=} {dtype=} {routing=} {topk=} {over=}"
+    outputs, split = run_group(cfg, inputs)
+    check(cfg, inputs, outputs, label)
+    _, whole = run_group(cfg.replace(wgrad_n_block=0), inputs)
+    assert not first_difference(whole[0], split[0]), f"{label}: split vs whole: {first_difference(whole[0], split[0])}"
 
 
 @needs_gpu
