@@ -22,7 +22,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError
-from .gmm_split import n_block
+from .gmm_split import column_blocks, n_block
 from .ssc_format import TaskType
 
 if TYPE_CHECKING:
@@ -67,7 +67,4 @@ def act_n_block(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> int:
 
 def act_blocks(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> list[tuple[int, int]]:
     """(first column of A, columns) of each SwiGLU (or SwiGLU-gradient) task of a row tile, left to right."""
-    block = act_n_block(cfg, task_type)
-    if block == 0:
-        return [(0, cfg.inter)]
-    return [(c0, min(block, cfg.inter - c0)) for c0 in range(0, cfg.inter, block)]
+    return column_blocks(cfg.inter, act_n_block(cfg, task_type))

@@ -66,10 +66,15 @@ def op_block(cfg: MoeConfig, k: int) -> int:
     return max(GMM_TILE_N, (block * cfg.hidden // k) // GMM_TILE_N * GMM_TILE_N)
 
 
-def col_blocks(cfg: MoeConfig, width: int, k: int = 0) -> list[tuple[int, int]]:
-    """(first column, columns) of each task of a GMM op writing `width` columns with inner dimension `k` (0:
-    the rule's block as it is), left to right."""
-    block = op_block(cfg, k)
+def column_blocks(width: int, block: int) -> list[tuple[int, int]]:
+    """(first column, columns) of `width` columns in blocks of `block`, left to right (0 or a block of the
+    width or more: the whole width). Shared by the GMM, activation and weight-gradient splits."""
     if block == 0 or block >= width:
         return [(0, width)]
     return [(c0, min(block, width - c0)) for c0 in range(0, width, block)]
+
+
+def col_blocks(cfg: MoeConfig, width: int, k: int = 0) -> list[tuple[int, int]]:
+    """(first column, columns) of each task of a GMM op writing `width` columns with inner dimension `k` (0:
+    the rule's block as it is), left to right."""
+    return column_blocks(width, op_block(cfg, k))

@@ -82,19 +82,21 @@ def build_forward_graph(cfg: MoeConfig) -> OperatorGraph:
     return OperatorGraph("forward", nodes)
 
 
+def _weight_grad_tasks(cfg: MoeConfig, dw: TensorSpec) -> int:
+    """Tasks of a weight-gradient op: experts x wgrad_tile-row blocks of dW[e] x its column blocks
+    (wgrad_split.py; the whole width unless split), as fill_weight_grad makes them."""
+    experts, rows, cols = dw.shape
+    return experts * (rows // cfg.wgrad_tile) * len(wgrad_col_blocks(cfg, cols))
+
+
 def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
     t = tensor_specs(cfg)
-    nb_inter, nb_hidden = cfg.inter // cfg.wgrad_tile, cfg.hidden // cfg.wgrad_tile
-    E = cfg.experts_per_rank
     # dW[e][block] = in0[:, block]^T in1 (fill_weight_grad). Transposed weights swap the operands, so each
     # tile holds rows of the [out, in] gradient: dW2t = dY^T A, dW1t = dH^T X (same products, same row order).
-    # Each row block is one task per column block of dW (wgrad_split.py; the whole width unless split).
     if cfg.weights_transposed:
-        w2_grad_in, w2_blocks = [t[Slot.RECV_DY], t[Slot.A]], nb_hidden * len(wgrad_col_blocks(cfg, cfg.inter))
-        w1_grad_in, w1_blocks = [t[Slot.DH], t[Slot.RECV_X]], 2 * nb_inter * len(wgrad_col_blocks(cfg, cfg.hidden))
+        w2_grad_in, w1_grad_in = [t[Slot.RECV_DY], t[Slot.A]], [t[Slot.DH], t[Slot.RECV_X]]
     else:
-        w2_grad_in, w2_blocks = [t[Slot.A], t[Slot.RECV_DY]], nb_inter * len(wgrad_col_blocks(cfg, cfg.hidden))
-        w1_grad_in, w1_blocks = [t[Slot.RECV_X], t[Slot.DH]], nb_hidden * len(wgrad_col_blocks(cfg, 2 * cfg.inter))
+        w2_grad_in, w1_grad_in = [t[Slot.A], t[Slot.RECV_DY]], [t[Slot.RECV_X], t[Slot.DH]]
     nodes = [
         OperatorNode("BwdDispatch", TaskType.BWD_DISPATCH_PUT, QueueType.VTQ,
                      [t[Slot.DY], t[Slot.TOPK_WEIGHTS], t[Slot.SEND_ROWS]],
@@ -104,14 +106,14 @@ def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
         # Weight gradients reduce over all rows of an expert: split only along expert x output-row blocks.
         OperatorNode("GMM_w2_grad", TaskType.GMM_WEIGHT_GRAD, QueueType.CTQ,
                      w2_grad_in + [t[Slot.RECV_COUNTS]], [t[Slot.DW2]],
-                     SplitSpec(None, (0,), lambda c: E * w2_blocks)),
+                     SplitSpec(None, (0,), lambda c: _weight_grad_tasks(c, t[Slot.DW2]))),
         OperatorNode("SwiGLU_grad", TaskType.SWIGLU_GRAD, QueueType.VTQ,
                      [t[Slot.DA], t[Slot.H], t[Slot.RECV_COUNTS]], [t[Slot.DH]], _row_split()),
         OperatorNode("GMM_gate_grad", TaskType.GMM_TRANS_B, QueueType.CTQ,
                      [t[Slot.DH], t[Slot.W1], t[Slot.RECV_COUNTS]], [t[Slot.DX_EXPERT]], _row_split()),
         OperatorNode("GMM_w1_grad", TaskType.GMM_WEIGHT_GRAD, QueueType.CTQ,
                      w1_grad_in + [t[Slot.RECV_COUNTS]], [t[Slot.DW1]],
-                     SplitSpec(None, (0,), lambda c: E * w1_blocks)),
+                     SplitSpec(None, (0,), lambda c: _weight_grad_tasks(c, t[Slot.DW1]))),
         OperatorNode("BwdCombine", TaskType.BWD_COMBINE_REDUCE, QueueType.VTQ,
                      [t[Slot.DX_EXPERT], t[Slot.RECV_COUNTS], t[Slot.TOKEN_ROWS]], [t[Slot.RET_DX], t[Slot.DX]],
                      _row_split(0, -1)),

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .gmm_split import column_blocks
+
 if TYPE_CHECKING:
     from .config import MoeConfig
 
@@ -30,7 +32,4 @@ def wgrad_n_block(cfg: MoeConfig) -> int:
 
 def wgrad_col_blocks(cfg: MoeConfig, width: int) -> list[tuple[int, int]]:
     """(first column, columns) of each weight-gradient task of an output `width` columns wide, left to right."""
-    block = wgrad_n_block(cfg)
-    if block == 0 or block >= width:
-        return [(0, width)]
-    return [(c0, min(block, width - c0)) for c0 in range(0, width, block)]
+    return column_blocks(width, wgrad_n_block(cfg))
