@@ -63,10 +63,7 @@ std::unique_ptr<RankRuntime> RankRuntime::Open(const GroupMemory& group, const H
   const uint64_t C = config.recv_rows_per_src, h = config.hidden, I = config.inter;
   const uint64_t width = std::max<uint64_t>(h, 2 * I);
   const uint64_t tile_floats = C * width;
-  // ExpertWeightF32 converts a weight into s.weight unless it is fp32 in the standard layout (nn.Linear's is
-  // transposed there, whatever the dtype).
-  const bool transposed = (config.flags & ssc::kConfigWeightsTransposed) != 0;
-  const uint64_t weight_floats = config.dtype == ssc::kFP32 && !transposed ? 0 : 2 * I * h;
+  const uint64_t weight_floats = WeightsConverted(config.dtype, config.flags) ? 2 * I * h : 0;
   const uint64_t per_worker = 3 * tile_floats + weight_floats + 16;
   const uint64_t staging = C * h * DTypeBytes(config.dtype) + 64;
   const uint32_t workers = config.num_aic + config.num_aiv;

@@ -41,7 +41,7 @@ const float* ExpertWeightF32(const RankContext& ctx, WorkerScratch& s, uint32_t 
   const SlotShape& shape = ctx.layout->slots[slot];
   const uint64_t rows = shape.dims[1], cols = shape.dims[2], kn = rows * cols;
   const bool transposed = (ctx.cfg.flags & ssc::kConfigWeightsTransposed) != 0;
-  if (shape.dtype == ssc::kFP32 && !transposed) return ctx.Slot<float>(slot) + e * kn;
+  if (!WeightsConverted(shape.dtype, ctx.cfg.flags)) return ctx.Slot<float>(slot) + e * kn;
   const uint8_t* src = ctx.Slot(slot) + e * kn * DTypeBytes(shape.dtype);
   if (s.cached_weight != src || s.cached_launch != s.launch) {
     if (!transposed) {

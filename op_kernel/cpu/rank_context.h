@@ -43,6 +43,13 @@ struct RankContext {
 };
 
 // Per-worker scratch, in fp32 unless named otherwise. Sizes: see ScratchFloats in the launcher.
+// Whether ExpertWeightF32 converts the weights into WorkerScratch::weight: all but fp32 weights in the
+// standard layout, which are read in place (nn.Linear's layout is transposed there, whatever the dtype). The
+// runtime sizes the scratch by the same rule.
+inline bool WeightsConverted(uint32_t dtype, uint32_t config_flags) {
+  return dtype != ssc::kFP32 || (config_flags & ssc::kConfigWeightsTransposed) != 0;
+}
+
 struct WorkerScratch {
   float* a = nullptr;        // left operand rows (converted), C x max(h, 2I)
   float* b = nullptr;        // right operand rows for weight gradients, C x max(h, 2I)
