@@ -37,6 +37,16 @@ def first_difference(a: dict, b: dict) -> str:
     return ""
 
 
+def assert_split_matches_float64_and_whole(cfg, whole_cfg, inputs, ref, label: str) -> None:
+    """cfg's outputs against the float64 reference, and its stored bits (outputs, A, dH) equal to whole_cfg's,
+    the same schedule without the split."""
+    bits, out = run_bits(cfg, inputs)
+    bad = [f"{name}: {err:.3e} > {tol:.1e}" for name, err, tol, ok in compare(out, ref, cfg.dtype) if not ok]
+    assert not bad, f"{label}: " + "; ".join(bad)
+    whole, _ = run_bits(whole_cfg, inputs)
+    assert not first_difference(whole, bits), f"{label}: split vs unsplit: {first_difference(whole, bits)}"
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("routing,topk", [("random", 1), ("skewed", 2), ("empty", 2), ("random", 8)])
 @pytest.mark.parametrize("split", [dict(gmm_n_block=16, mixed_queues=True, claim_pool=True),
@@ -46,11 +56,8 @@ def test_split_is_bitwise_the_whole_rows_and_matches_float64(dtype, routing, top
     cfg, inputs, ref = case(routing, seed=topk, dtype=dtype, topk=topk, **split)
     label = f"{dtype=} {routing=} {topk=} {split=}"
     assert act_n_block(cfg), f"{label}: the case must split"
-    bits, out = run_bits(cfg, inputs)
-    bad = [f"{name}: {err:.3e} > {tol:.1e}" for name, err, tol, ok in compare(out, ref, dtype) if not ok]
-    assert not bad, f"{label}: " + "; ".join(bad)
-    whole, _ = run_bits(cfg.replace(act_n_block=cfg.inter), inputs)  # the same GMM split, whole-row SwiGLU
-    assert not first_difference(whole, bits), f"{label}: split vs whole rows: {first_difference(whole, bits)}"
+    # The same GMM split, whole-row SwiGLU.
+    assert_split_matches_float64_and_whole(cfg, cfg.replace(act_n_block=cfg.inter), inputs, ref, label)
 
 
 @pytest.mark.parametrize("variant", [dict(row_pipelines=True, claim_pool=True), dict(claim_pool=True),

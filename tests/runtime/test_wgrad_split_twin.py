@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from hpmoe.runtime.tolerances import compare
 from hpmoe.wgrad_split import wgrad_n_block
 
 from runtime_helpers import case
-from test_act_split_twin import first_difference, run_bits
+from test_act_split_twin import assert_split_matches_float64_and_whole
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
@@ -23,10 +22,6 @@ def test_split_is_bitwise_the_whole_width_and_matches_float64(dtype, routing, to
     cfg, inputs, ref = case(routing, seed=topk, dtype=dtype, topk=topk, **split)
     label = f"{dtype=} {routing=} {topk=} {split=}"
     assert wgrad_n_block(cfg), f"{label}: the case must split"
-    bits, out = run_bits(cfg, inputs)
-    bad = [f"{name}: {err:.3e} > {tol:.1e}" for name, err, tol, ok in compare(out, ref, dtype) if not ok]
-    assert not bad, f"{label}: " + "; ".join(bad)
     whole_cfg = cfg.replace(wgrad_n_block=0)
     assert wgrad_n_block(whole_cfg) == 0
-    whole, _ = run_bits(whole_cfg, inputs)
-    assert not first_difference(whole, bits), f"{label}: split vs whole width: {first_difference(whole, bits)}"
+    assert_split_matches_float64_and_whole(cfg, whole_cfg, inputs, ref, label)
