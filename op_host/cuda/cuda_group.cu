@@ -388,6 +388,9 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
     return Format("rank %u: launching the persistent kernel: %s (%s)", rank, cudaGetErrorName(e), cudaGetErrorString(e));
   }
   if (timed) cudaEventRecord(static_cast<cudaEvent_t>(marks[1]), stream);
+#if HPMOE_EXPERIMENT_PROFILE
+  ProfilePrintKernel<<<1, 1, 0, stream>>>(direction);  // timing-only builds (tile_profile.cuh)
+#endif
   s.last_stream = stream;
   return "";
 }

@@ -26,13 +26,13 @@ class CudaHandlers {
   }
   __device__ int32_t CombinePut(const rt::TaskCall& c) { return Put(c, [&] { return RunCombinePut(d_, sync_, c); }); }
   __device__ int32_t Gmm(const rt::TaskCall& c) {
-    return Traced(c, [&] { return RunGmmLayout<T>(d_, smem_, *c.task, false); });
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 1) ? 0 : RunGmmLayout<T>(d_, smem_, *c.task, false); });
   }
   __device__ int32_t GmmTransB(const rt::TaskCall& c) {
-    return Traced(c, [&] { return RunGmmLayout<T>(d_, smem_, *c.task, true); });
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 2) ? 0 : RunGmmLayout<T>(d_, smem_, *c.task, true); });
   }
   __device__ int32_t GmmWeightGrad(const rt::TaskCall& c) {
-    return Traced(c, [&] { return RunWeightGrad<T>(d_, smem_, *c.task); });
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 4) ? 0 : RunWeightGrad<T>(d_, smem_, *c.task); });
   }
   __device__ int32_t Swiglu(const rt::TaskCall& c) { return Traced(c, [&] { return RunSwiglu<T>(d_, smem_, *c.task); }); }
   __device__ int32_t SwigluGrad(const rt::TaskCall& c) {

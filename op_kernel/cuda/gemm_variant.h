@@ -32,6 +32,13 @@
 // 4 one X^T slab per expert for every unit, 5 one dY column slab for every tile.
 #define HPMOE_EXPERIMENT_DW 0
 #endif
+#ifndef HPMOE_EXPERIMENT_SKIP
+// Timing-only builds (wrong results by design): the GMM task types in this mask return at once, so a
+// profile of the rest attributes DRAM bytes and time per phase (docs/cuda.md, "What the backward waits on"):
+// 1 GMM, 2 GMM_TRANS_B, 4 GMM_WEIGHT_GRAD.
+#define HPMOE_EXPERIMENT_SKIP 0
+#endif
+// HPMOE_EXPERIMENT_PROFILE=1: per-phase cycles of the GMM tiles, printed per launch (tile_profile.cuh).
 
 namespace hpmoe {
 namespace cuda {
