@@ -10,12 +10,6 @@
 #include "block_gemm_wgmma.cuh"
 #include "tensor_map_kinds.h"
 
-#ifndef HPMOE_GEMM_PREFETCH
-// 1: a task's GMM tiles form one stream of K steps: a tile's first loads are issued while the previous tile
-// finishes and stores (BlockGemmTma::Accumulate); 0: every tile starts its pipeline from scratch.
-#define HPMOE_GEMM_PREFETCH 1
-#endif
-
 namespace hpmoe {
 namespace cuda {
 
@@ -109,92 +103,58 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     __syncthreads();
   }
 
-  // One call of Accumulate: K steps [k0, k1) of the tile at (m0, n0) with these operands.
-  struct Call {
-    TmaOperand a, b;
-    int32_t m0, n0, k0, k1;
-    __device__ int Steps() const { return (k1 - k0 + kBK - 1) / kBK; }
-  };
-
-  // The block's K steps form one stream over a task's calls: step g (counted from the task's first call) lives
-  // in slot g % kStages, and its Full / Empty barriers complete phase g / kStages. The barriers are initialised
-  // once per task, so a call may issue the next call's first kPrefetch steps into the slots its own last steps
-  // free: they load while this tile's epilogue runs, which stages its two halves in the other two slots (the
-  // ones the next call's steps kPrefetch.. fill once it starts). Without it every tile waited for its first
-  // operands from scratch (one H200, tile_profile.cuh: about 2900 cycles of a 100k-cycle GMM tile and 3800 of
-  // a 31k-cycle Mixtral-8x7B weight-gradient tile) and then stored its rows with nothing in flight.
-  static constexpr int kPrefetch = HPMOE_GEMM_PREFETCH ? kStages - 2 : 0;
-  uint32_t done_ = 0;   // steps consumed since the task's first call (every thread holds the same value)
-  int ahead_ = 0;       // steps of the coming call already issued
-  bool ready_ = false;  // barriers initialised for this task
-
-  // Thread 0: the stream's step g (operands of `c`, its local step j) into slot g % kStages, once the step that
-  // held the slot before was released by every warp.
-  __device__ void IssueStep(uint32_t g, const Call& c, int j) {
-    if (g >= uint32_t(kStages)) MbarWait(Empty(g % kStages), ((g / kStages) - 1) & 1);
-    IssueLoads(g % kStages, c.a, c.b, c.m0, c.n0, c.k0 + j * kBK);
-  }
-  // Thread 0: stream position `local` of this call (its steps, then the next call's first kPrefetch).
-  __device__ void IssueAt(uint32_t base, int local, const Call& c, int nk, const Call* next) {
-    if (local < nk) IssueStep(base + local, c, local);
-    else if (next != nullptr && local - nk < kPrefetch && local - nk < next->Steps())
-      IssueStep(base + local, *next, local - nk);
-  }
-
-  // K steps [k0, k1) of the tile at (m0, n0); `next`, when given, is the call that follows (the same task), whose
-  // first steps this call starts loading. The K order is fixed, hence deterministic.
+  // K steps [k0, k1) of the tile at (m0, n0). Barriers are initialised per call (all slots drained at the
+  // end), so calls compose in any order; the K order is fixed, hence deterministic.
   __device__ void Accumulate(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
-                             int32_t k1, const Call* next = nullptr) {
-    const Call c{a, b, m0, n0, k0, k1};
-    const int nk = c.Steps();
+                             int32_t k1) {
+    const int nk = (k1 - k0 + kBK - 1) / kBK;
     const bool leader = threadIdx.x == 0;
     const uint64_t t_start = ProfileClock();
     uint64_t t_first = t_start;
-    if (!ready_) {
-      __syncthreads();  // the task's earlier users of shared memory are done with it
-      if (leader) {
-        for (int s = 0; s < kStages; ++s) {
-          MbarInit(Full(s), 1);
-          MbarInit(Empty(s), kThreads / 32);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();  // the previous call's readers are done with every slot
+    if (leader) {
+      for (int s = 0; s < kStages; ++s) {
+        MbarInit(Full(s), 1);
+        MbarInit(Empty(s), kThreads / 32);
       }
-      __syncthreads();
-      ready_ = true;
+      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
-    const uint32_t base = done_;
-    // The previous epilogue's bulk copies read the slots that this call's first loads refill.
+    __syncthreads();
+    // With the asynchronous epilogue, slots kStagingSlot.. hold the previous tile's staged rows until its bulk
+    // stores have read them: the other slots are filled first.
+    constexpr int kFirst = HPMOE_GEMM_ASYNC_EPILOGUE ? kStagingSlot : kStages;
+    if (leader)
+      for (int s = 0; s < kFirst && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
     if (HPMOE_GEMM_ASYNC_EPILOGUE && threadIdx.x < 32) {
       asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
       __syncwarp();
     }
     if (leader)
-      for (int local = ahead_; local < kStages; ++local) IssueAt(base, local, c, nk, next);
+      for (int s = kFirst; s < kStages && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
     // Timing experiments on the weight-gradient tile only (wrong results by design, docs/cuda.md): 2 loads
     // the first kStages steps and never refills (no operand feed), 3 issues no wgmma.
     constexpr bool kNoFeed = HPMOE_EXPERIMENT_DW == 2 && kAColMajor, kNoMma = HPMOE_EXPERIMENT_DW == 3 && kAColMajor;
-    static_assert(!kNoFeed || !HPMOE_GEMM_PREFETCH, "HPMOE_EXPERIMENT_DW=2 needs HPMOE_GEMM_PREFETCH=0");
     for (int kt = 0; kt < nk; ++kt) {
-      const uint32_t g = base + kt;
-      const int s = g % kStages;
-      if (!kNoFeed || kt < kStages) MbarWait(Full(s), (g / kStages) & 1);
+      const int s = kt % kStages;
+      if (!kNoFeed || kt < kStages) MbarWait(Full(s), (kt / kStages) & 1);
       if (HPMOE_EXPERIMENT_PROFILE && kt == 0) t_first = ProfileClock();
       if constexpr (kAColMajor && !kBColMajor) {
         const int valid = k1 - (k0 + kt * kBK);
         if (valid < kBK) ZeroKTail(s, valid);
       }
       if (!kNoMma) this->IssueStage(s);
-      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step g - 1's group is done
+      asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step kt - 1's group is done
       if (kt == 0) continue;
-      if (threadIdx.x % 32 == 0) MbarArrive(Empty((g - 1) % kStages));
-      if (leader && !kNoFeed) IssueAt(base, kt - 1 + kStages, c, nk, next);
+      const int prev = (kt - 1) % kStages;
+      if (threadIdx.x % 32 == 0) MbarArrive(Empty(prev));
+      const int next = kt - 1 + kStages;
+      if (leader && next < nk && !kNoFeed) {
+        MbarWait(Empty(prev), ((kt - 1) / kStages) & 1);
+        IssueLoads(prev, a, b, m0, n0, k0 + next * kBK);
+      }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    if (threadIdx.x % 32 == 0) MbarArrive(Empty((base + nk - 1) % kStages));
-    if (leader && !kNoFeed) IssueAt(base, nk - 1 + kStages, c, nk, next);
-    done_ = base + nk;
-    ahead_ = next != nullptr ? (next->Steps() < kPrefetch ? next->Steps() : kPrefetch) : 0;
     __syncthreads();
     if (HPMOE_EXPERIMENT_PROFILE) {
       ProfileAdd(Base::kProfileKind, kPhaseFill, t_first - t_start);
@@ -203,55 +163,52 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     }
   }
 
-  // The two slots an epilogue stages its halves in: the ones that the coming call's steps kPrefetch and
-  // kPrefetch + 1 fill (its first kPrefetch steps may be in flight already).
-  __device__ uint32_t StagingSlot(int half) const {
-    return this->smem + ((done_ + kStages - 2 + half) % kStages) * kStageBytes;
-  }
-  __device__ void WriteStaged(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
-#if HPMOE_GEMM_ASYNC_EPILOGUE
-    WriteStagedAsync(c, ldc, m0, n0, m_valid, n_valid);
-#else
-    this->WriteStagedHalves(StagingSlot(0), StagingSlot(1), c, ldc, m0, n0, m_valid, n_valid);
-#endif
-  }
-
-  // The asynchronous epilogue of 16-bit outputs (HPMOE_GEMM_ASYNC_EPILOGUE=1): the tile is staged as in
-  // WriteStaged, then warp 0's lanes send each row with one bulk copy (cp.async.bulk, shared to global) and the
-  // block goes on while the copy engine writes it; the next call refills the staging slots only once the
-  // copies have read them. Rows the copies cannot take (a ragged width, unaligned rows) go out through
-  // StoreStaged. Block-wide; the task ends with FinishStores.
-  __device__ void WriteStagedAsync(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
-    const uint32_t lo = StagingSlot(0), hi = StagingSlot(1);
-    this->Stage(lo, hi);
+  // The asynchronous epilogue of 16-bit outputs: the tile is staged in slots kStagingSlot.. (Stage), then
+  // warp 0's lanes send each row with one bulk copy (cp.async.bulk, shared to global) and the block goes on
+  // to the next tile while the copy engine writes this one: the next Accumulate refills the staging slots
+  // only once the copies have read them. Rows the copies cannot take (a ragged width, unaligned rows) go
+  // out through StoreStaged. Block-wide; the task ends with FinishStores.
+  static constexpr int kStagingSlot = 2;
+  static_assert(kStagingSlot * kStageBytes + kBM * Base::kRowBytes <= kStages * kStageBytes, "staging fits");
+  // evict_first: outputs that nothing in the kernel reads again (weight gradients) go to L2 as the first to
+  // leave it, so that their stream does not push out the operands other tiles still read.
+  __device__ void WriteStagedAsync(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
+                                   bool evict_first = false) {
+    const uint32_t base = this->smem + kStagingSlot * kStageBytes;
+    this->Stage(base);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by this thread, read by the copies
     __syncthreads();
     const int64_t width = n_valid - n0 < kBN ? n_valid - n0 : kBN;
     const bool bulk = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0 && (n0 & 7) == 0 &&
                       (width & 7) == 0 && width > 0;  // 16-byte aligned rows of whole 16-byte chunks
     if (!bulk) {
-      this->StoreStaged(lo, hi, c, ldc, m0, n0, m_valid, n_valid);
+      this->StoreStaged(base, c, ldc, m0, n0, m_valid, n_valid);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
       __syncthreads();
       return;
     }
     if (threadIdx.x < 32) {
+      uint64_t policy;
+      if (evict_first)
+        asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+      else
+        asm volatile("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(policy));
       for (int r = threadIdx.x; r < kBM && m0 + r < m_valid; r += 32)
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(c + (m0 + r) * ldc + n0),
-                     "r"(Base::StagedRow(lo, hi, r)), "r"(uint32_t(width * 2))
+        asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(
+                         c + (m0 + r) * ldc + n0),
+                     "r"(base + r * Base::kRowBytes), "r"(uint32_t(width * 2)), "l"(policy)
                      : "memory");
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
   }
-  // End of a task: its rows are written (and ordered before the generic accesses that follow, the task's
-  // completion event among them), no copy still reads shared memory, and no load issued for a call that did
-  // not come (a task ended early) is still in flight.
+  // End of a task that used WriteStagedAsync: its rows are written (and ordered before the generic accesses
+  // that follow, the task's completion event among them), and no copy still reads shared memory.
   __device__ void FinishStores() {
-    if (HPMOE_GEMM_ASYNC_EPILOGUE && threadIdx.x < 32) {
+    if (!HPMOE_GEMM_ASYNC_EPILOGUE) return;  // nothing was sent asynchronously
+    if (threadIdx.x < 32) {
       asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
       asm volatile("fence.proxy.async.global;" ::: "memory");
     }
-    for (int j = 0; j < ahead_; ++j) MbarWait(Full((done_ + j) % kStages), ((done_ + j) / kStages) & 1);
     __syncthreads();
   }
 };

@@ -204,20 +204,13 @@ struct BlockGemm {
   // Block-wide; the stage slots must be idle (after Accumulate). Rows are padded by 16 bytes so that the
   // staging writes of a warp (eight rows, four pieces each) fall in distinct banks.
   static constexpr uint32_t kRowBytes = kBN * 2 + 16;
-  static constexpr uint32_t kHalfBytes = (kBM / 2) * kRowBytes;  // one warpgroup's 64 rows
   static_assert(kBM * kRowBytes <= kStages * kStageBytes, "the staged tile fits the stage slots");
-  static_assert(kHalfBytes <= kStageBytes, "a warpgroup's staged rows fit one stage slot");
   __device__ void WriteStaged(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
-    WriteStagedHalves(smem, smem + kHalfBytes, c, ldc, m0, n0, m_valid, n_valid);
-  }
-  // Staged with rows 0-63 at `lo` and rows 64-127 at `hi` (two stage slots or one contiguous run).
-  __device__ void WriteStagedHalves(uint32_t lo, uint32_t hi, T* c, int64_t ldc, int64_t m0, int64_t n0,
-                                    int64_t m_valid, int64_t n_valid) {
     const uint64_t t0 = ProfileClock();
-    Stage(lo, hi);
+    Stage(smem);
     __syncthreads();
     const uint64_t t1 = ProfileClock();
-    StoreStaged(lo, hi, c, ldc, m0, n0, m_valid, n_valid);
+    StoreStaged(smem, c, ldc, m0, n0, m_valid, n_valid);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
     __syncthreads();
     if (HPMOE_EXPERIMENT_PROFILE) {
@@ -226,29 +219,24 @@ struct BlockGemm {
       ProfileAdd(kProfileKind, kPhaseTiles, 1);
     }
   }
-  // The accumulators, rounded to T, into rows of kRowBytes: warpgroup 0's 64 rows at `lo`, warpgroup 1's at
-  // `hi` (this thread's pieces only).
-  __device__ void Stage(uint32_t lo, uint32_t hi) {
+  // The accumulators, rounded to T, into kBM rows of kRowBytes at `base` (this thread's pieces only).
+  __device__ void Stage(uint32_t base) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
     const int g = lane / 4, t = lane % 4;
-    const uint32_t base = wg ? hi : lo;
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int row = 16 * warp + g + 8 * h;
-        const uint32_t lo16 = Bits16(FromF<T>(d[4 * j + 2 * h])), hi16 = Bits16(FromF<T>(d[4 * j + 2 * h + 1]));
+        const int row = 64 * wg + 16 * warp + g + 8 * h;
+        const uint32_t lo = Bits16(FromF<T>(d[4 * j + 2 * h])), hi = Bits16(FromF<T>(d[4 * j + 2 * h + 1]));
         asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + row * kRowBytes + (8 * j + 2 * t) * 2),
-                     "r"(lo16 | (hi16 << 16))
+                     "r"(lo | (hi << 16))
                      : "memory");
       }
     }
   }
-  __device__ static uint32_t StagedRow(uint32_t lo, uint32_t hi, int row) {
-    return (row < kBM / 2 ? lo : hi) + (row % (kBM / 2)) * kRowBytes;
-  }
-  // The staged rows (Stage) to c as 16-byte vectors (element by element at a ragged or unaligned edge).
-  __device__ void StoreStaged(uint32_t lo, uint32_t hi, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
+  // The staged rows at `base` to c as 16-byte vectors (element by element at a ragged or unaligned edge).
+  __device__ void StoreStaged(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
                               int64_t n_valid) {
     constexpr int kVecs = kBN / 8;  // 16-byte vectors per row
     const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
@@ -256,7 +244,7 @@ struct BlockGemm {
       const int row = i / kVecs, v = i % kVecs;
       const int64_t m = m0 + row, n = n0 + 8 * v;
       if (m >= m_valid || n >= n_valid) continue;
-      const uint32_t src = StagedRow(lo, hi, row) + v * 16;
+      const uint32_t src = base + row * kRowBytes + v * 16;
       if (rows_aligned && n + 8 <= n_valid) {  // n is a multiple of 8 (n0 of 256, vectors of 8)
         *reinterpret_cast<uint4*>(c + m * ldc + n) = LoadShared16(src);
       } else {  // a ragged or unaligned edge, element by element: a local copy of the vector cost every store

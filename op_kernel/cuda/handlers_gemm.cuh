@@ -10,6 +10,9 @@
 // the loop 6-10% at EP 1, measured A/B on 4x H200); 0: 4-byte stores straight from the accumulators.
 #define HPMOE_GEMM_STAGED_EPILOGUE 1
 #endif
+#ifndef HPMOE_DW_EVICT_FIRST
+#define HPMOE_DW_EVICT_FIRST 1  // weight-gradient rows are written as L2 evict-first (WriteStagedAsync)
+#endif
 #if HPMOE_GEMM_WS
 #include "block_gemm_ws.cuh"
 #elif HPMOE_GEMM_TMA
@@ -94,39 +97,28 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
         });
       });
 #elif HPMOE_GEMM_TMA
-  using Gemm = BlockGemmTma<T, false, kTransB>;
-  Gemm g(smem);
+  BlockGemmTma<T, false, kTransB> g(smem);
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
-  // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.
-  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert.
-  auto first_tile = [&](const RowSegment& s) {
-    return typename Gemm::Call{{map_a, 0, int32_t(s.r0), 0}, {map_b, 0, 0, int32_t(s.e)}, 0, int32_t(c0), 0, int32_t(k)};
-  };
-  // Every tile of segment s, told the call after it (the segment's next tile, else the first of `following`).
-  auto run_segment = [&](const RowSegment& s, const RowSegment* following) {
-    const int64_t m = int64_t(s.r1 - s.r0);
-    typename Gemm::Call c = first_tile(s);
+  const int32_t err = ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+    const int64_t m = int64_t(r1 - r0);
+    // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.
+    const TmaOperand a{map_a, 0, int32_t(r0), 0};
+    const TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
     for (int64_t m0 = 0; m0 < m; m0 += kBM) {
       for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
-        c.m0 = int32_t(m0);
-        c.n0 = int32_t(n0);
-        typename Gemm::Call next = c;
-        const bool more = n0 + kBN < c1 || m0 + kBM < m || following != nullptr;
-        if (n0 + kBN < c1) next.n0 = int32_t(n0 + kBN);
-        else if (m0 + kBM < m) next.m0 = int32_t(m0 + kBM), next.n0 = int32_t(c0);
-        else if (following != nullptr) next = first_tile(*following);
         g.Zero();
-        g.Accumulate(c.a, c.b, c.m0, c.n0, 0, int32_t(k), more ? &next : nullptr);
-#if HPMOE_GEMM_STAGED_EPILOGUE
-        g.WriteStaged(y + s.r0 * n, n, m0, n0, m, c1);
+        g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+#if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
+        g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
+#elif HPMOE_GEMM_STAGED_EPILOGUE
+        g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
 #else
-        g.Write(y + s.r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
+        g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
 #endif
       }
     }
-  };
-  const int32_t err = ForEachSegmentWithNext(d, in.row_offset, in.rows, [](uint32_t) { return true; }, run_segment);
+  });
   g.FinishStores();
   return err;
 #else
@@ -216,20 +208,12 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       });
 #else
 #if HPMOE_GEMM_TMA
-  using Gemm = BlockGemmTma<T, true, false>;
-  Gemm g(smem);
+  BlockGemmTma<T, true, false> g(smem);
   // X^T: boxes of 64 columns (from b0) x 64 rows (K); dY: 64 columns x 64 rows. The segment's K end is
   // inside both tensors, so the tile zeroes the lines past it (BlockGemmTma::ZeroKTail).
   // Timing experiment 4 (wrong results): every unit of an expert reads the first X^T slab.
   const TmaOperand ta{d.TensorMap(x.slot, kBoxRows64), HPMOE_EXPERIMENT_DW == 4 ? 0 : int32_t(b0), 0, 0};
   const TmaOperand tb{d.TensorMap(dy.slot, kBoxRows64), 0, 0, 0};
-  // Timing experiment 5 (wrong results): every tile reads the first dY column slab.
-  auto b_col = [](int64_t n0) { return HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0); };
-  auto expert_e = [&](uint32_t expert) { return expert == e; };
-  // Expert e's first segment: the first call of every tile.
-  int32_t first_err = 0;
-  const RowSegment first = SegmentFrom(d, 0, all_rows, 0, expert_e, &first_err);
-  const bool any = first_err == 0 && first.r1 > first.r0;
 #else
   const int64_t ldx = int64_t(d.slots[x.slot].cols);
   const T* xs = d.Slot<T>(x.slot) + b0;
@@ -241,25 +225,17 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
     for (int64_t n0 = int64_t(c0); n0 < int64_t(c1) && err == 0; n0 += kBN) {
       g.Zero();
       // Fixed order: slots 0..ep-1, rows ascending (the CPU twin's order); K = rows of expert e.
-#if HPMOE_GEMM_TMA
-      // The tile after this one, whose first call follows this tile's last.
-      const bool last_tile = n0 + kBN >= int64_t(c1) && m0 + kBM >= int64_t(wg);
-      const int64_t next_m0 = n0 + kBN < int64_t(c1) ? m0 : m0 + kBM, next_n0 = n0 + kBN < int64_t(c1) ? n0 + kBN : int64_t(c0);
-      err = ForEachSegmentWithNext(d, 0, all_rows, expert_e, [&](const RowSegment& s, const RowSegment* following) {
-        typename Gemm::Call next{ta, tb, int32_t(m0), b_col(n0), 0, 0};
-        if (following != nullptr) next.k0 = int32_t(following->r0), next.k1 = int32_t(following->r1);
-        else next = {ta, tb, int32_t(next_m0), b_col(next_n0), int32_t(first.r0), int32_t(first.r1)};
-        const bool more = following != nullptr || (!last_tile && any);
-        g.Accumulate(ta, tb, int32_t(m0), b_col(n0), int32_t(s.r0), int32_t(s.r1), more ? &next : nullptr);
-      });
-#else
       err = ForEachExpertSegment(d, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
         if (expert != e) return;
+#if HPMOE_GEMM_TMA
+        // Timing experiment 5 (wrong results): every tile reads the first dY column slab.
+        g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1));
+#else
         const Stored<T> a{xs, ldx, int64_t(r1), int64_t(wg)};
         const Stored<T> b{dys, int64_t(n), int64_t(r1), int64_t(n)};
         g.Accumulate(a, b, m0, n0, int64_t(r0), int64_t(r1));
-      });
 #endif
+      });
       if (err != 0) break;
       // Bound to a framework's gradient in the model dtype: the one rounding, here. The TMA build writes it as
       // 16-byte row vectors through shared memory, like the GMM tiles (the same FromF rounding, the same
@@ -270,7 +246,9 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       if (HPMOE_EXPERIMENT_DW == 1) continue;  // timing experiment: no epilogue (block_gemm_tma.cuh)
       if (d.dw_half) {
         T* dst = d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n;
-#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
+#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
+        g.WriteStagedAsync(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), HPMOE_DW_EVICT_FIRST);
+#elif HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
         g.WriteStaged(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
 #else
         g.Write(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), StoreRounded<T>{});
