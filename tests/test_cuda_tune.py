@@ -72,3 +72,17 @@ def test_cli_refuses_without_a_gpu():
     p = subprocess.run([sys.executable, "-m", "hpmoe.cli", "tune", "--backend", "cuda", "--preset", "small"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "GPU" in p.stderr, p.stderr
+
+
+def test_gpu_measurer_draws_inputs_once_in_the_configs_layout_and_refuses_another_shape():
+    from hpmoe.cuda.tune import GpuMeasurer
+
+    small = dict(MIXTRAL, tokens=64, hidden=64, inter=128, experts_per_rank=4, wgrad_tile=64, weights_transposed=True)
+    cfg = make_config(None, small)
+    m = GpuMeasurer(cfg, [0], routing="random")
+    x, w1, w2, dy = m.inputs[0]
+    # bf16 bits, w1 / w2 stored as nn.Linear's layout ([E, 2I, h] / [E, h, I]) because the config says so
+    assert (x.dtype, x.shape, dy.shape) == ("uint16", (64, 64), (64, 64))
+    assert w1.shape == (4, 256, 64) and w2.shape == (4, 64, 128)
+    with pytest.raises(ValueError, match="another shape"):
+        m(cfg.replace(tokens=128))

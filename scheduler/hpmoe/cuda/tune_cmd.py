@@ -10,7 +10,7 @@ from ..cli import config_from_args
 from ..errors import HpmoeError
 from ..runtime.routing import ROUTINGS
 from .native import gpu_unavailable_reason
-from .tune import gpu_name, measure_on_gpu, tune_cuda
+from .tune import GpuMeasurer, gpu_name, tune_cuda
 
 CUDA_WORKERS = (112, 20)  # H100 / H200: 132 SMs, one block each (docs/cuda.md)
 
@@ -22,7 +22,8 @@ def cmd_tune_cuda(args: argparse.Namespace) -> int:
     if args.routing not in ROUTINGS:
         raise HpmoeError(f"--backend cuda draws routing as `hpmoe run` does: --routing one of {', '.join(ROUTINGS)}")
     cfg = config_from_args(args)
-    defaults = {"mixed_queues": True, "claim_pool": True}  # as `hpmoe run --backend cuda`
+    # As `hpmoe run --backend cuda`, and the row tile MoEFFN starts from (128: the GMM tile's height).
+    defaults = {"mixed_queues": True, "claim_pool": True, "tile_m": 128}
     if args.num_aic is None and args.num_aiv is None:
         defaults.update(num_aic=CUDA_WORKERS[0], num_aiv=CUDA_WORKERS[1])
     cfg = cfg.replace(**{k: v for k, v in defaults.items() if getattr(args, k, None) is None})
@@ -35,8 +36,9 @@ def cmd_tune_cuda(args: argparse.Namespace) -> int:
     key = tuning_cache.shape_key(cfg)
     print(f"measuring schedules for {key} on {gpu} (GPUs {devices}), routing={args.routing}, "
           f"median of {args.iterations} fwd+bwd launches each")
-    res = tune_cuda(cfg, lambda c: measure_on_gpu(c, devices, iterations=args.iterations, routing=args.routing),
-                    rounds=args.rounds, log=print)
+    print("drawing the routing and inputs once for every candidate ...", flush=True)
+    measurer = GpuMeasurer(cfg, devices, iterations=args.iterations, routing=args.routing)
+    res = tune_cuda(cfg, measurer, rounds=args.rounds, log=lambda line: print(line, flush=True))
     params = lambda t: " ".join(f"{k}={v}" for k, v in t.params.items())  # noqa: E731
     print(f"start : {params(res.start)}: {res.start.ms:.3f} ms")
     print(f"chosen: {params(res.best)}: {res.best.ms:.3f} ms ({res.start.ms / res.best.ms:.3f}x) over "
