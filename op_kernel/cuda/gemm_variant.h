@@ -34,7 +34,7 @@
 #endif
 #ifndef HPMOE_EXPERIMENT_SKIP
 // Timing-only builds (wrong results by design): the GMM task types in this mask return at once, so a
-// profile of the rest attributes DRAM bytes and time per phase (docs/cuda.md, "What the backward waits on"):
+// profile of the rest attributes DRAM bytes and time per phase (docs/cuda.md, "Per phase and per tile"):
 // 1 GMM, 2 GMM_TRANS_B, 4 GMM_WEIGHT_GRAD.
 #define HPMOE_EXPERIMENT_SKIP 0
 #endif

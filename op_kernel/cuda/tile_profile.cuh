@@ -2,7 +2,7 @@
 // GMM_TRANS_B, weight gradient), summed over one launch by thread 0 of every block from clock64 stamps:
 // waiting for the first K step's operands, the rest of the K loop, staging the tile in shared memory, storing
 // it. A one-thread kernel after each launch prints the sums (device printf) and clears them. Default builds compile none
-// of it (docs/cuda.md, "What the backward waits on").
+// of it (docs/cuda.md, "Per phase and per tile").
 #pragma once
 
 #include <stdint.h>
