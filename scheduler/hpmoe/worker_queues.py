@@ -19,7 +19,7 @@ in their queues waits on a pool unit, which the validator's deadlock check prove
 from __future__ import annotations
 
 from .config import MoeConfig
-from .expected_work import deal_by_expected_work, deal_units
+from .expected_work import balanced_rows_per_pair, deal_by_expected_work, deal_units
 from .ordering import queue_order
 from .pipelines import CHAIN_TYPES, pipeline_units
 from .ssc_format import QueueType, TaskType
@@ -39,13 +39,30 @@ SECOND_GMM_OPS = ("GMM2", "GMM_gate_grad")  # the row tile's GMM after its SwiGL
 PUT_LAG_ROW_TILES = 2  # a combine put is claimed this many row tiles' GMMs after its own row tile's last
 
 
+def _panel_order(cfg: MoeConfig, gmms: list[Task]) -> list[Task]:
+    """The second GMMs in groups of the row tiles one expert is expected to fill (balanced routing), column
+    block major inside a group: the row tiles that read one column panel of W2[e] / W1[e] are claimed one
+    after another, so they run together and share it in L2. In row-tile order, a panel's readers were one row
+    tile's column blocks apart and L2 held it for none of them (Mixtral-8x7B's backward read 18.4 GB in this
+    phase against 3.4 compulsory; docs/cuda.md, "Per phase and per tile")."""
+    C, tile = cfg.recv_rows_per_src, cfg.tile_m
+    group = max(1, round(balanced_rows_per_pair(cfg) / cfg.experts_per_rank / tile))
+
+    def key(item: tuple[int, Task]):
+        i, t = item
+        slot, row = divmod(t.outputs[0].row_offset, C)
+        return (slot, row // tile // group, t.outputs[0].col_offset, row, i)
+
+    return [t for _, t in sorted(enumerate(gmms), key=key)]
+
+
 def _second_stage(cfg: MoeConfig, ctq_order: list[Task], vtq_order: list[Task]) -> list[list[Task]]:
     """Without row pipelines: each row tile's second GMM (every column block a unit) in CTQ order, its combine
     puts among them. Dealt statically, these waited on their tile's SwiGLU (gradient) in whichever queue held
     them: in a Mixtral-8x7B forward (4096 tokens) the last tiles' GMM2 tasks started 0.8 ms after their SwiGLU
     while most blocks had been idle since 5.1-5.7 ms of a 7 ms forward. A put comes PUT_LAG_ROW_TILES tiles
     after its rows' last GMM, so it is claimed when they are likely done rather than waited through."""
-    gmms = [t for t in ctq_order if t.op_name in SECOND_GMM_OPS]
+    gmms = _panel_order(cfg, [t for t in ctq_order if t.op_name in SECOND_GMM_OPS])
     if not gmms:
         return []
     last_at: dict[tuple[int, int], int] = {}  # (slot, tile row) -> position of the tile's last GMM unit
