@@ -189,8 +189,8 @@ def main() -> int:
     p.add_argument("--routing", nargs="+", default=["balanced", "skewed"], choices=["balanced", "random", "skewed"])
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--wgrad-tile", type=int, default=0, help="output rows per weight-gradient tile (0: default)")
-    p.add_argument("--wgrad-n-block", type=int, default=0,
-                   help="output columns per weight-gradient task (0: whole widths; wgrad_split.py)")
+    p.add_argument("--wgrad-n-block", type=int, default=None,
+                   help="output columns per weight-gradient task (0: whole widths; default: MoEFFN's, wgrad_split.py)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     commit = os.environ.get("HPMOE_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],

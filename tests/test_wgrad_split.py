@@ -78,9 +78,10 @@ def test_split_groups_pass_both_validators(direction, over):
     assert not error, error
 
 
-def test_column_blocks_of_one_slab_are_claimed_one_after_another():
+def test_slabs_of_one_column_block_are_claimed_one_after_another():
     cfg = make_config("small", {"ep": 1, "mixed_queues": True, "claim_pool": True, "wgrad_n_block": 16})
     tasks = build_group_tasks(cfg, "bwd").tasks
     pool = [u[0] for u in _pool_units(cfg, tasks, [], [], []) if u[0].task_type == TaskType.GMM_WEIGHT_GRAD]
-    keys = [(t.op_id, t.expert, t.outputs[0].row_offset, t.outputs[0].col_offset) for t in pool]
-    assert keys == sorted(keys), "claim order: op, expert, row slab, column block"
+    keys = [(t.op_id, t.expert, t.outputs[0].col_offset, t.outputs[0].row_offset) for t in pool]
+    assert keys == sorted(keys), "claim order: op, expert, column block, row slab"
+    assert len({k[2] for k in keys}) > 1 and len({k[3] for k in keys}) > 1, "split in both directions"

@@ -98,7 +98,8 @@ def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], ctq_
     granularity; a second half is claimed only after every first half, so it never waits on one still
     running. `units`: the pipeline units (pipelines.pipeline_units); the CTQ and VTQ orders."""
     wgrad = [[t] for t in sorted((t for t in tasks if t.task_type == TaskType.GMM_WEIGHT_GRAD),
-                                 key=lambda t: (-t.outputs[0].rows * t.outputs[0].cols, t.op_id, t.task_index))]
+                                 key=lambda t: (-t.outputs[0].rows * t.outputs[0].cols, t.op_id, t.expert,
+                                                t.outputs[0].col_offset, t.outputs[0].row_offset))]
     first: list[list[Task]] = []
     if cfg.row_pipelines:
         chains = [u for u in units if u[0].task_type in CHAIN_TYPES]

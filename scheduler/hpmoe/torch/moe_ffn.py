@@ -78,7 +78,7 @@ class MoEFFN(torch.nn.Module):
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
-                 device=None, wgrad_n_block: int = 0):
+                 device=None, wgrad_n_block: int | None = None):
         super().__init__()
         self.runtime = MoeFfnRuntime(hidden_size, intermediate_size, num_local_experts, topk, group=group,
                                      capacity_factor=capacity_factor, dtype=dtype, tile_m=tile_m, num_aic=num_aic,

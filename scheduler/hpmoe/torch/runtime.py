@@ -16,6 +16,7 @@ from ..errors import HpmoeError
 from ..gmm_split import busy_row_tiles
 from ..ssc_format import Slot
 from ..token_split import auto_token_tile
+from ..wgrad_split import default_wgrad_n_block
 
 DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _RUNTIMES: "weakref.WeakValueDictionary[int, MoeFfnRuntime]" = weakref.WeakValueDictionary()
@@ -63,7 +64,7 @@ class MoeFfnRuntime:
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
-                 device=None, wgrad_n_block: int = 0):
+                 device=None, wgrad_n_block: int | None = None):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -73,7 +74,9 @@ class MoeFfnRuntime:
         self.hidden, self.inter, self.experts, self.topk = hidden_size, intermediate_size, num_local_experts, topk
         self.capacity_factor, self.dtype, self.tile_m, self.timeout_s = capacity_factor, dtype, tile_m, timeout_s
         self.wgrad_tile, self.token_tile = wgrad_tile, token_tile  # 0: the compiler's choice
-        self.wgrad_n_block = wgrad_n_block  # weight-gradient column blocks (wgrad_split.py: opt-in; 0 = whole)
+        # Weight-gradient units of this many columns (wgrad_split.py; 0: whole widths; None: the measured default).
+        self.wgrad_n_block = (default_wgrad_n_block(hidden_size, intermediate_size) if wgrad_n_block is None
+                              else wgrad_n_block)
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
