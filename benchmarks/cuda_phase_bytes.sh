@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a lent GPU machine: DRAM bytes, L2 hit rate and time of the op's forward and backward persistent kernels
 # (Nsight Compute, one step of cuda_step_kernels.py after its 3 warm-up steps: launches 7 and 8) for each
-# build in $BUILDS, so that timing-only builds attribute bytes to phases (docs/cuda.md, "What the backward
-# waits on"): e.g. skip4 = -DHPMOE_EXPERIMENT_SKIP=4 (no weight-gradient tiles), skip2 (no GMM_TRANS_B), skip6.
+# build in $BUILDS, so that timing-only builds attribute bytes to phases (docs/cuda.md, "Per phase and per
+# tile"): e.g. skip4 = -DHPMOE_EXPERIMENT_SKIP=4 (no weight-gradient tiles), skip2 (no GMM_TRANS_B), skip6.
 # `normal` is build/op_host/cuda; any other NAME is build/NAME (carry build/NAME/op_host/{cuda,cpu}).
 #   BUILDS="normal skip4 skip2 skip6" SHAPES="mixtral-8x7b:4096" benchmarks/cuda_phase_bytes.sh
 set -uo pipefail

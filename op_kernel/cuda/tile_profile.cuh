@@ -1,8 +1,8 @@
 // Timing-only builds (-DHPMOE_EXPERIMENT_PROFILE=1): where a GMM tile's time goes, per tile kind (GMM,
 // GMM_TRANS_B, weight gradient), summed over one launch by thread 0 of every block from clock64 stamps:
 // waiting for the first K step's operands, the rest of the K loop, staging the tile in shared memory, storing
-// it. A one-thread kernel after each launch prints the sums (device printf) and clears them. Default builds compile none
-// of it (docs/cuda.md, "Per phase and per tile").
+// it. A one-thread kernel after each launch prints the sums (device printf) and clears them. Default builds
+// compile none of it (docs/cuda.md, "Per phase and per tile").
 #pragma once
 
 #include <stdint.h>
