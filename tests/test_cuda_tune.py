@@ -86,3 +86,13 @@ def test_gpu_measurer_draws_inputs_once_in_the_configs_layout_and_refuses_anothe
     assert w1.shape == (4, 256, 64) and w2.shape == (4, 64, 128)
     with pytest.raises(ValueError, match="another shape"):
         m(cfg.replace(tokens=128))
+
+
+def test_tune_checks_the_routing_per_backend():
+    """The A3 model refuses the GPU's routings by name, in one line; the GPU backend parses them."""
+    run = lambda *a: subprocess.run([sys.executable, "-m", "hpmoe.cli", "tune", "--preset", "small", *a],  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    a3 = run("--routing", "random")
+    assert a3.returncode != 0 and "bad routing 'random'" in a3.stderr and len(a3.stderr.strip().splitlines()) == 1
+    cuda = run("--routing", "random", "--backend", "cuda", "--tokens", "0")
+    assert "bad routing" not in cuda.stderr

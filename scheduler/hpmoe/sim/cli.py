@@ -11,7 +11,7 @@ from ..cli import add_config_args, config_from_args, directions
 from ..errors import HpmoeError
 from .api import Prediction, load_ssc_dir, predict
 from .hw import DEFAULT_HW, load_hw
-from .routing import routing_spec_arg
+from .routing import check_routing_spec, routing_spec_arg
 
 BANNER = "PREDICTED on the {hw} performance model (no Ascend hardware was used; see docs/simulator.md)"
 
@@ -90,6 +90,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.backend == "cuda":
         from ..cuda.tune_cmd import cmd_tune_cuda
         return cmd_tune_cuda(args)
+    check_routing_spec(args.routing)
     hw = load_hw(args.hw)
     cfg = config_from_args(args)
     limits.check_simulate(cfg)
@@ -115,8 +116,9 @@ def register_tune(sub: argparse._SubParsersAction) -> None:
                        "minimises predicted fwd+bwd latency under the device-memory budget; writes the config.")
     add_config_args(p, default_preset="deepseek-v3")
     p.add_argument("--hw", metavar="FILE", help=f"hardware override JSON on top of {DEFAULT_HW.name}")
-    p.add_argument("--routing", type=routing_spec_arg, default="balanced",
-                   help="balanced, zipf:S[:SEED] or hot:F[:SEED]")
+    # Checked per backend in cmd_tune: the A3 model and the GPU draw routings differently.
+    p.add_argument("--routing", default="balanced",
+                   help="a3: balanced, zipf:S[:SEED] or hot:F[:SEED]; cuda: balanced, random, skewed or empty")
     p.add_argument("--rounds", type=int_arg(1, 100), default=3,
                    help="coordinate-search rounds, 1 to 100 (stops early when stable)")
     p.add_argument("-o", "--output", metavar="JSON", help="write the chosen config (a --config file)")

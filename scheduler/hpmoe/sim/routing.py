@@ -65,6 +65,11 @@ def _parse(spec: str) -> tuple[str, float, int]:
     raise RoutingError(f"bad routing {spec!r}: use balanced, zipf:S[:SEED] or hot:F[:SEED]")
 
 
+def check_routing_spec(spec: str) -> None:
+    """Raises RoutingError naming what is wrong with an A3 routing spec."""
+    _parse(spec)
+
+
 def routing_spec_arg(spec: str) -> str:
     """argparse type: a routing spec checked as the flag is parsed (before anything is compiled)."""
     try:
