@@ -175,8 +175,8 @@ def fill_act_blocks(f: Filler) -> None:
 def fill_weight_grad(f: Filler) -> None:
     """dW[e][block, cols] = X_e[:, block]^T dY_e[:, cols]: X is read on the row block's columns, dY on the column
     block (the whole width unless wgrad_split.py splits it), the reduction never split. Tasks in (expert, row
-    block, column block) order: the column blocks of one row block, which read the same X^T slab, are
-    consecutive (the claim pool keeps this order among units of one size)."""
+    block, column block) order; the claim pool takes them per expert column block by column block
+    (worker_queues._pool_units), so the units reading one block of dY run together."""
     x_like, dy_like, counts = f.op.inputs
     (dw,) = f.op.outputs
     per_expert_rows = dw.shape[1]

@@ -5,7 +5,7 @@ launches after one warm-up pair), never predicted. Coordinate search, as the A3 
 from the given config, try each value of one dimension with the others fixed, keep the best, repeat until a
 round changes nothing. Dimensions: the queue variant, the cube/vector worker split (same block total), the
 row tile, the GMM column block (gmm_split.py; 0 = the compiler's rule) and the weight-gradient column block
-(wgrad_split.py, opt-in; measured faster at some shapes, slower at others). A candidate the compiler or the
+(wgrad_split.py; 0 = whole widths, MoEFFN's default splits). A candidate the compiler or the
 backend refuses is skipped with its reason. The winner goes to tuning_cache.py, keyed by shape and GPU name.
 The search takes any `runner(cfg) -> ms`, so tests drive it without a GPU.
 """
@@ -21,6 +21,7 @@ from ..config import MoeConfig
 from ..coordinate_search import coordinate_descent
 from ..errors import HpmoeError
 from ..gmm_split import GMM_TILE_N, gmm_widths, whole_width_block
+from ..tuning_cache import shape_key
 
 VARIANTS = {"mixed": dict(mixed_queues=True, row_pipelines=False, claim_pool=False),
             "mixed+pool": dict(mixed_queues=True, row_pipelines=False, claim_pool=True),
@@ -111,27 +112,25 @@ class GpuMeasurer:
 
         from ..runtime.dtypes import to_storage
         from ..runtime.routing import make_routing
+        from ..runtime.twin import draw_inputs
         from ..weight_layout import stored
 
         self.devices, self.iterations, self.timeout_s = devices, iterations, timeout_s
         self.ids, self.weights = make_routing(cfg, routing, seed)
-        rng = np.random.default_rng(seed + 7919)
-        ep, T, h, I, E, wt = cfg.ep, cfg.tokens, cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.weights_transposed
 
-        def draw(shape, scale, transposed=False):
-            return to_storage(stored(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale), transposed),
-                              cfg.dtype)
+        def draw(rng, shape, scale):  # float32 straight to storage: no float64 copy of the weights
+            return to_storage(rng.standard_normal(shape, dtype=np.float32) * np.float32(scale), cfg.dtype)
 
-        self.inputs = [(draw((T, h), 1.0), draw((E, h, 2 * I), h ** -0.5, wt), draw((E, I, h), I ** -0.5, wt),
-                        draw((T, h), 1.0)) for _ in range(ep)]
-        self.shape = (ep, T, h, I, E, cfg.topk, cfg.dtype, wt)
+        x, w1, w2, dy = draw_inputs(cfg, seed, draw)
+        wt = cfg.weights_transposed
+        self.inputs = [(x[r], stored(w1[r], wt), stored(w2[r], wt), dy[r]) for r in range(cfg.ep)]
+        self.shape = shape_key(cfg)
 
     def __call__(self, cfg: MoeConfig) -> float:
         from ..runtime.routing import bucket_for, check_routing
         from .group import CudaGroup
 
-        if (cfg.ep, cfg.tokens, cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk, cfg.dtype,
-                cfg.weights_transposed) != self.shape:
+        if shape_key(cfg) != self.shape:
             raise ValueError("GpuMeasurer: a candidate of another shape than the inputs were drawn for")
         cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, self.ids))
         check_routing(cfg, self.ids, self.weights)

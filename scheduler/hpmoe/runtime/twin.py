@@ -46,17 +46,22 @@ class MoeInputs:
     topk_weights: np.ndarray  # [ep, T, k] float32
 
 
-def make_inputs(cfg: MoeConfig, topk_ids: np.ndarray, topk_weights: np.ndarray, seed: int) -> MoeInputs:
-    """Random activations and weights (scaled so every layer keeps unit-order values), rounded to cfg.dtype."""
+def draw_inputs(cfg: MoeConfig, seed: int, draw) -> tuple:
+    """(x, w1, w2, dy) of every rank, standard layout, each from draw(rng, shape, scale): random activations
+    and weights scaled so that every layer keeps unit-order values."""
     rng = np.random.default_rng(seed + 7919)
     ep, T, h, I, E = cfg.ep, cfg.tokens, cfg.hidden, cfg.inter, cfg.experts_per_rank
+    return (draw(rng, (ep, T, h), 1.0), draw(rng, (ep, E, h, 2 * I), h ** -0.5), draw(rng, (ep, E, I, h), I ** -0.5),
+            draw(rng, (ep, T, h), 1.0))
 
-    def rounded(shape, scale):
+
+def make_inputs(cfg: MoeConfig, topk_ids: np.ndarray, topk_weights: np.ndarray, seed: int) -> MoeInputs:
+    """draw_inputs in float64, rounded to cfg.dtype (values the compute dtype represents exactly)."""
+    def rounded(rng, shape, scale):
         return to_float64(to_storage(rng.standard_normal(shape) * scale, cfg.dtype), cfg.dtype)
 
-    return MoeInputs(rounded((ep, T, h), 1.0), rounded((ep, E, h, 2 * I), h ** -0.5),
-                     rounded((ep, E, I, h), I ** -0.5), rounded((ep, T, h), 1.0),
-                     np.asarray(topk_ids, np.int32), np.asarray(topk_weights, np.float32))
+    return MoeInputs(*draw_inputs(cfg, seed, rounded), np.asarray(topk_ids, np.int32),
+                     np.asarray(topk_weights, np.float32))
 
 
 @dataclasses.dataclass
