@@ -26,6 +26,10 @@
 // experts and the same at DeepSeek-V3's, with and without an L2 evict-first hint on the weight gradients.
 #define HPMOE_GEMM_ASYNC_EPILOGUE 0
 #endif
+#ifndef HPMOE_DW_EVICT_FIRST
+// With the asynchronous epilogue: weight-gradient rows are written as L2 evict-first (no effect measured).
+#define HPMOE_DW_EVICT_FIRST 1
+#endif
 #ifndef HPMOE_EXPERIMENT_DW
 // Timing-only builds of the weight-gradient tile (wrong results by design; docs/cuda.md, "What the backward
 // waits on"): 1 no epilogue, 2 no operand feed after the first stages, 3 no wgmma,

@@ -10,9 +10,6 @@
 // the loop 6-10% at EP 1, measured A/B on 4x H200); 0: 4-byte stores straight from the accumulators.
 #define HPMOE_GEMM_STAGED_EPILOGUE 1
 #endif
-#ifndef HPMOE_DW_EVICT_FIRST
-#define HPMOE_DW_EVICT_FIRST 1  // weight-gradient rows are written as L2 evict-first (WriteStagedAsync)
-#endif
 #if HPMOE_GEMM_WS
 #include "block_gemm_ws.cuh"
 #elif HPMOE_GEMM_TMA

@@ -30,8 +30,8 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
   const char* names[3] = {"GMM", "GMM_TRANS_B", "WEIGHT_GRAD"};
   for (int k = 0; k < 3; ++k) {
     unsigned long long* p = g_tile_profile[k];
-    const double tiles = p[kPhaseTiles] ? double(p[kPhaseTiles]) : 1.0;
-    if (p[kPhaseTiles])
+    const double tiles = double(p[kPhaseTiles]);
+    if (tiles > 0)
       printf("tile profile %s %s: tiles %llu, K steps/tile %.1f, cycles/tile: fill %.0f loop %.0f stage %.0f "
              "store %.0f (loop cycles/K step %.0f)\n",
              direction ? "bwd" : "fwd", names[k], p[kPhaseTiles], double(p[kPhaseSteps]) / tiles,
