@@ -11,10 +11,11 @@ namespace hpmoe {
 namespace ssc {
 namespace {
 
-const char* const kTaskTypeNames[kTaskTypeCount] = {
+const char* const kTaskTypeNames[] = {
     "ENTRY_SIGNAL", "COUNT_PUT", "DISPATCH_PUT", "GMM", "SWIGLU", "COMBINE_PUT", "COMBINE_REDUCE",
     "BWD_DISPATCH_PUT", "GMM_TRANS_B", "GMM_WEIGHT_GRAD", "SWIGLU_GRAD", "BWD_COMBINE_REDUCE",
-    "TOPK_WEIGHT_GRAD", "ADD"};
+    "TOPK_WEIGHT_GRAD", "ADD", "GMM_SWIGLU", "GMM_SWIGLU_GRAD"};
+static_assert(sizeof(kTaskTypeNames) / sizeof(kTaskTypeNames[0]) == kTaskTypeCount, "a task type has no name");
 
 const char* const kSlotNames[kSlotCount] = {
     "x", "topk_ids", "topk_weights", "w1", "w2", "send_rows", "send_counts", "recv_counts", "peer_ready",
@@ -22,7 +23,8 @@ const char* const kSlotNames[kSlotCount] = {
     "dw1", "dw2", "dtopk_weights", "token_rows"};
 
 bool IsCubeTask(uint32_t type) {
-  return type == kTaskGmm || type == kTaskGmmTransB || type == kTaskGmmWeightGrad;
+  return type == kTaskGmm || type == kTaskGmmTransB || type == kTaskGmmWeightGrad || type == kTaskGmmSwiglu ||
+         type == kTaskGmmSwigluGrad;
 }
 
 // 2-D view of a tensor: all dims but the last folded into rows.

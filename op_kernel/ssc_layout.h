@@ -17,7 +17,7 @@ namespace ssc {
 
 constexpr uint32_t kMagic = 0x434D5348u;  // "HSMC" read as little-endian bytes 'H','S','M','C'
 constexpr uint16_t kVersionMajor = 1;     // bumped when a record changes; readers refuse other majors
-constexpr uint16_t kVersionMinor = 1;     // 1: kTaskAdd
+constexpr uint16_t kVersionMinor = 2;     // 1: kTaskAdd; 2: kTaskGmmSwiglu, kTaskGmmSwigluGrad, kConfigFusedSwiglu
 
 // Limits, named so that the writer, the validator and every reader agree.
 constexpr uint32_t kMaxInputs = 4;        // tensor regions a task reads
@@ -29,6 +29,10 @@ constexpr uint32_t kTensorNameBytes = 24;
 constexpr uint32_t kNoEvent = 0xFFFFFFFFu;
 constexpr uint32_t kNoSlot = 0xFFFFu;
 constexpr uint32_t kCounterStrideBytes = 64;  // each event counter owns one cache line
+// kConfigFusedSwiglu: H holds gate and up interleaved in groups of this many columns (half a CUDA GMM tile's
+// N), H[:, 2g*G + j] = gate[:, g*G + j] and H[:, (2g+1)*G + j] = up[:, g*G + j], so that one GMM tile's output
+// columns are a gate group and its up group: the tile can apply SwiGLU in its epilogue. I % G == 0.
+constexpr uint32_t kFusedSwigluGroup = 128;
 
 // ---- enums -------------------------------------------------------------------------------------
 
@@ -57,7 +61,11 @@ enum TaskType : uint32_t {
   kTaskBwdCombineReduce = 11, // VTQ: dx[t] = sum_j dX[t,j] over a token tile, fixed j order
   kTaskTopkWeightGrad = 12,   // VTQ: dw[t,j] = <Y[t,j], dy[t]> over a token tile
   kTaskAdd = 13,              // VTQ: out = in0 + in1 on a row tile (elementwise; residual adds, microbenchmarks)
-  kTaskTypeCount = 14
+  kTaskGmmSwiglu = 14,        // CTQ (kConfigFusedSwiglu): GMM1 on A's columns [c0, c0 + m) (W1's gate and up columns
+                              // of them), writing H's interleaved columns [2 c0, 2 c0 + 2 m) and A = SwiGLU of them
+  kTaskGmmSwigluGrad = 15,    // CTQ (kConfigFusedSwiglu): dA = dY W2^T on columns [c0, c0 + m), never stored: with
+                              // H's interleaved columns [2 c0, 2 c0 + 2 m) it gives dH's gate and up columns
+  kTaskTypeCount = 16
 };
 
 // Tensor slots: stable ids by which the runtime binds buffers. Shapes live in the SSC's tensor table.
@@ -72,7 +80,7 @@ enum SlotId : uint32_t {
   kSlotRecvCounts = 7,     // [ep, E_local] int32, symmetric: rows each source sent here, per local expert
   kSlotPeerReady = 8,      // [ep] int32, symmetric: entry flags written by peers (WAR guard)
   kSlotRecvX = 9,          // [ep*C, h] symmetric: dispatched rows, slot s = rows from source s
-  kSlotH = 10,             // [ep*C, 2I] GMM1 output
+  kSlotH = 10,             // [ep*C, 2I] GMM1 output (kConfigFusedSwiglu: gate and up interleaved, kFusedSwigluGroup)
   kSlotA = 11,             // [ep*C, I] SwiGLU output
   kSlotYExpert = 12,       // [ep*C, h] GMM2 output
   kSlotRetY = 13,          // [ep*C, h] symmetric on the source: expert outputs returned, slot d = from rank d
@@ -126,6 +134,9 @@ enum ConfigFlags : uint32_t {
                                  // counter num_events (CPU twin, CUDA)
   kConfigWeightsTransposed = 1u << 5,  // weights as nn.Linear stores them: W1 [E, 2I, h], W2 [E, h, I] (and
                                        // dW1, dW2 alike), read in place (CPU twin, CUDA; not the AscendC kernel)
+  kConfigFusedSwiglu = 1u << 6,  // SwiGLU and its gradient run in the GMM tiles' epilogues (kTaskGmmSwiglu,
+                                 // kTaskGmmSwigluGrad; no SWIGLU / SWIGLU_GRAD tasks), H interleaved in groups of
+                                 // kFusedSwigluGroup columns (needs kConfigMixedQueues: CPU twin, CUDA)
 };
 
 // ---- records -----------------------------------------------------------------------------------

@@ -41,7 +41,8 @@ def test_constants_and_enum_counts_match(layout_probe):
         "kConfigRatr": F.CONFIG_RATR, "kConfigInterleave": F.CONFIG_INTERLEAVE,
         "kConfigMixedQueues": F.CONFIG_MIXED_QUEUES,
         "kConfigRowPipelines": F.CONFIG_ROW_PIPELINES, "kConfigClaimPool": F.CONFIG_CLAIM_POOL,
-        "kConfigWeightsTransposed": F.CONFIG_WEIGHTS_TRANSPOSED,
+        "kConfigWeightsTransposed": F.CONFIG_WEIGHTS_TRANSPOSED, "kConfigFusedSwiglu": F.CONFIG_FUSED_SWIGLU,
+        "kFusedSwigluGroup": F.FUSED_SWIGLU_GROUP,
         "kPoolQueue": int(F.QueueType.POOL),
     }
     for name, value in expected.items():

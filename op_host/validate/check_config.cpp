@@ -7,10 +7,14 @@ namespace validate {
 std::string CheckConfigRecord(const SscConfig& c) {
   // ParseSsc already refused zero sizes, an unknown dtype and C not a multiple of tile_m.
   if (c.flags & ~uint32_t(kConfigRatr | kConfigInterleave | kConfigMixedQueues | kConfigRowPipelines |
-                          kConfigClaimPool | kConfigWeightsTransposed))
+                          kConfigClaimPool | kConfigWeightsTransposed | kConfigFusedSwiglu))
     return Format("config field flags: unknown bits 0x%x", c.flags);
   if ((c.flags & kConfigRowPipelines) && !(c.flags & kConfigMixedQueues))
     return "config field flags: row pipelines without mixed queues (their cube workers run vector tasks)";
+  if ((c.flags & kConfigFusedSwiglu) && !(c.flags & kConfigMixedQueues))
+    return "config field flags: fused SwiGLU without mixed queues (only the CPU twin and CUDA run it)";
+  if ((c.flags & kConfigFusedSwiglu) && c.inter % kFusedSwigluGroup != 0)
+    return Format("config field inter: %u, fused SwiGLU needs a multiple of %u", c.inter, kFusedSwigluGroup);
   if (c.reserved[0] != 0 || c.reserved[1] != 0) return "config field reserved: not zero";
   if (c.hidden % c.wgrad_tile != 0 || c.inter % c.wgrad_tile != 0)
     return Format("config field wgrad_tile: %u does not divide hidden=%u and inter=%u", c.wgrad_tile, c.hidden, c.inter);

@@ -52,6 +52,8 @@ class CpuHandlers {
   int32_t GmmWeightGrad(const rt::TaskCall& c) { return Compute(RunWeightGrad(ctx_, s_, *c.task)); }
   int32_t Swiglu(const rt::TaskCall& c) { return Compute(RunSwiglu(ctx_, s_, *c.task)); }
   int32_t SwigluGrad(const rt::TaskCall& c) { return Compute(RunSwigluGrad(ctx_, s_, *c.task)); }
+  int32_t GmmSwiglu(const rt::TaskCall& c) { return Compute(RunGmmSwiglu(ctx_, s_, *c.task)); }
+  int32_t GmmSwigluGrad(const rt::TaskCall& c) { return Compute(RunGmmSwigluGrad(ctx_, s_, *c.task)); }
   int32_t CombineReduce(const rt::TaskCall& c) { return Compute(RunCombineReduce(ctx_, s_, *c.task)); }
   int32_t BwdCombineReduce(const rt::TaskCall& c) { return Compute(RunBwdCombineReduce(ctx_, s_, *c.task)); }
   int32_t TopkWeightGrad(const rt::TaskCall& c) { return Compute(RunTopkWeightGrad(ctx_, s_, *c.task)); }
@@ -101,6 +103,8 @@ class NullHandlers {
   int32_t BwdCombineReduce(const rt::TaskCall&) { return 0; }
   int32_t TopkWeightGrad(const rt::TaskCall&) { return 0; }
   int32_t Add(const rt::TaskCall&) { return 0; }
+  int32_t GmmSwiglu(const rt::TaskCall&) { return 0; }
+  int32_t GmmSwigluGrad(const rt::TaskCall&) { return 0; }
 
  private:
   int32_t Signal(const rt::TaskCall& c) {

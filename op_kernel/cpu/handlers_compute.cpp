@@ -73,6 +73,33 @@ bool TokenRow(const RankContext& ctx, uint64_t t, uint32_t j, uint64_t* row) {
 
 inline float Sigmoid(float g) { return 1.0f / (1.0f + std::exp(-g)); }
 
+// m rows of A = silu(gate) * up (row strides given; out has stride n).
+void SwigluRows(uint64_t m, uint64_t n, const float* gv, int64_t ldg, const float* uv, int64_t ldu, float* out) {
+  for (uint64_t i = 0; i < m; ++i) {
+    const float* g = gv + i * ldg;
+    const float* u = uv + i * ldu;
+    float* o = out + i * n;
+    for (uint64_t c = 0; c < n; ++c) o[c] = g[c] * Sigmoid(g[c]) * u[c];
+  }
+}
+
+// m rows of dH's gate and up parts from dA and H's gate and up (dg, du have stride n).
+void SwigluGradRows(uint64_t m, uint64_t n, const float* gv, int64_t ldg, const float* uv, int64_t ldu,
+                    const float* dv, int64_t ldd, float* dgv, float* duv) {
+  for (uint64_t i = 0; i < m; ++i) {
+    const float* g = gv + i * ldg;
+    const float* u = uv + i * ldu;
+    const float* d = dv + i * ldd;
+    float* dg = dgv + i * n;
+    float* du = duv + i * n;
+    for (uint64_t c = 0; c < n; ++c) {
+      const float sg = Sigmoid(g[c]);
+      du[c] = d[c] * g[c] * sg;
+      dg[c] = d[c] * u[c] * sg * (1.0f + g[c] * (1.0f - sg));
+    }
+  }
+}
+
 }  // namespace
 
 int32_t RunGmm(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t, bool trans_b) {
@@ -144,10 +171,28 @@ namespace {
 
 // Rows [r0, r0 + m) x columns [off, off + n) of `slot`, rounded from fp32 `src` (row stride n).
 void StoreBlock(const RankContext& ctx, uint32_t slot, uint64_t r0, uint64_t m, uint64_t off, uint64_t n,
-                const float* src) {
+                const float* src, uint64_t ld = 0) {
   const uint32_t dtype = ctx.DType(slot);
   const uint64_t es = DTypeBytes(dtype);
-  for (uint64_t i = 0; i < m; ++i) StoreF32(src + i * n, dtype, n, ctx.Row(slot, r0 + i) + off * es);
+  for (uint64_t i = 0; i < m; ++i) StoreF32(src + i * (ld ? ld : n), dtype, n, ctx.Row(slot, r0 + i) + off * es);
+}
+
+// H's gate (up = false) or up columns of A's block [c0, c0 + n) as fp32 rows of stride n (kConfigFusedSwiglu:
+// interleaved groups, swiglu_block.h), the values as stored.
+void LoadInterleaved(const RankContext& ctx, uint64_t r0, uint64_t m, uint64_t c0, uint64_t n, bool up, float* dst) {
+  const uint32_t dtype = ctx.DType(ssc::kSlotH);
+  const uint64_t es = DTypeBytes(dtype), group = ssc::kFusedSwigluGroup;
+  for (uint64_t i = 0; i < m; ++i)
+    for (uint64_t q = 0; q < n; q += group)
+      LoadF32(ctx.Row(ssc::kSlotH, r0 + i) + rt::FusedHCol(c0 + q, up) * es, dtype, group, dst + i * n + q);
+}
+
+// Rounds v to `dtype` in place (what storing it and reading it back would give).
+void RoundTo(uint32_t dtype, float* v, uint64_t n) {
+  if (dtype == ssc::kBF16)
+    for (uint64_t i = 0; i < n; ++i) v[i] = Bf16ToF32(F32ToBf16(v[i]));
+  else if (dtype == ssc::kFP16)
+    for (uint64_t i = 0; i < n; ++i) v[i] = F16ToF32(F32ToF16(v[i]));
 }
 
 }  // namespace
@@ -164,12 +209,7 @@ int32_t RunSwiglu(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& 
     int64_t ldg, ldu;
     const float* gv = RowsF32(ctx, ssc::kSlotH, r0, m, b.c0, n, s.a, &ldg);
     const float* uv = RowsF32(ctx, ssc::kSlotH, r0, m, inter + b.c0, n, s.a + m * n, &ldu);
-    for (uint64_t i = 0; i < m; ++i) {
-      const float* g = gv + i * ldg;
-      const float* u = uv + i * ldu;
-      float* o = s.out + i * n;
-      for (uint64_t c = 0; c < n; ++c) o[c] = g[c] * Sigmoid(g[c]) * u[c];
-    }
+    SwigluRows(m, n, gv, ldg, uv, ldu, s.out);
     StoreBlock(ctx, ssc::kSlotA, r0, m, b.c0, n, s.out);
   });
 }
@@ -187,20 +227,58 @@ int32_t RunSwigluGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTa
     const float* dv = RowsF32(ctx, ssc::kSlotDA, r0, m, b.c0, n, s.b, &ldd);
     float* dgv = s.out;
     float* duv = s.out + m * n;
-    for (uint64_t i = 0; i < m; ++i) {
-      const float* g = gv + i * ldg;
-      const float* u = uv + i * ldu;
-      const float* d = dv + i * ldd;
-      float* dg = dgv + i * n;
-      float* du = duv + i * n;
-      for (uint64_t c = 0; c < n; ++c) {
-        const float sg = Sigmoid(g[c]);
-        du[c] = d[c] * g[c] * sg;
-        dg[c] = d[c] * u[c] * sg * (1.0f + g[c] * (1.0f - sg));
-      }
-    }
+    SwigluGradRows(m, n, gv, ldg, uv, ldu, dv, ldd, dgv, duv);
     StoreBlock(ctx, ssc::kSlotDH, r0, m, b.c0, n, dgv);
     StoreBlock(ctx, ssc::kSlotDH, r0, m, inter + b.c0, n, duv);
+  });
+}
+
+// GMM_SWIGLU (kConfigFusedSwiglu): GMM1 on A's block [c0, c0 + n), W1's gate then up columns, rounded into H's
+// interleaved groups; A from H's values as stored, as SWIGLU computes it: bitwise the unfused path.
+int32_t RunGmmSwiglu(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  const uint64_t inter = ctx.cfg.inter, k = ctx.cfg.hidden;
+  const SscTensorRef& in = t.inputs[0];
+  rt::SwigluBlock b;
+  if (!rt::GmmSwigluBlockOf(t, inter, &b) || !FullCols(ctx, in) || in.cols != k) return rt::kErrRegion;
+  const uint64_t c0 = b.c0, n = b.cols, group = ssc::kFusedSwigluGroup;
+  return ForEachExpertSegment(ctx, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+    const uint64_t m = r1 - r0;
+    int64_t lda;
+    const float* a = RowsF32(ctx, in.slot, r0, m, 0, k, s.a, &lda);
+    const float* w1 = ExpertWeightF32(ctx, s, ssc::kSlotW1, e);  // [h, 2I] in both layouts
+    for (int up = 0; up < 2; ++up) {
+      GemmRowMajor(int64_t(m), int64_t(n), int64_t(k), a, lda, w1 + (up ? inter : 0) + c0, int64_t(2 * inter), false,
+                   s.out, int64_t(n));
+      for (uint64_t q = 0; q < n; q += group)
+        StoreBlock(ctx, ssc::kSlotH, r0, m, rt::FusedHCol(c0 + q, up != 0), group, s.out + q, n);
+    }
+    LoadInterleaved(ctx, r0, m, c0, n, false, s.a);
+    LoadInterleaved(ctx, r0, m, c0, n, true, s.a + m * n);
+    SwigluRows(m, n, s.a, int64_t(n), s.a + m * n, int64_t(n), s.out);
+    StoreBlock(ctx, ssc::kSlotA, r0, m, c0, n, s.out);
+  });
+}
+
+// GMM_SWIGLU_GRAD (kConfigFusedSwiglu): dA = dY W2[e]^T on A's block, rounded as the unfused path stores it, then
+// SWIGLU_GRAD's arithmetic with H's interleaved gate and up into dH's two halves: bitwise the unfused path.
+int32_t RunGmmSwigluGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t) {
+  const uint64_t inter = ctx.cfg.inter, k = ctx.cfg.hidden;
+  const SscTensorRef& dy = t.inputs[0];
+  rt::SwigluBlock b;
+  if (!rt::GmmSwigluGradBlockOf(t, inter, &b) || !FullCols(ctx, dy) || dy.cols != k) return rt::kErrRegion;
+  const uint64_t c0 = b.c0, n = b.cols;
+  return ForEachExpertSegment(ctx, dy.row_offset, dy.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+    const uint64_t m = r1 - r0;
+    int64_t lda;
+    const float* a = RowsF32(ctx, dy.slot, r0, m, 0, k, s.a, &lda);
+    const float* w2 = ExpertWeightF32(ctx, s, ssc::kSlotW2, e);  // [I, h] in both layouts: rows c0.. are dA's columns
+    GemmRowMajor(int64_t(m), int64_t(n), int64_t(k), a, lda, w2 + c0 * k, int64_t(k), true, s.b, int64_t(n));
+    RoundTo(ctx.DType(ssc::kSlotDH), s.b, m * n);
+    LoadInterleaved(ctx, r0, m, c0, n, false, s.a);
+    LoadInterleaved(ctx, r0, m, c0, n, true, s.a + m * n);
+    SwigluGradRows(m, n, s.a, int64_t(n), s.a + m * n, int64_t(n), s.b, int64_t(n), s.out, s.out + m * n);
+    StoreBlock(ctx, ssc::kSlotDH, r0, m, c0, n, s.out);
+    StoreBlock(ctx, ssc::kSlotDH, r0, m, inter + c0, n, s.out + m * n);
   });
 }
 

@@ -14,6 +14,8 @@ int32_t RunGmm(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t, 
 int32_t RunWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
 int32_t RunSwiglu(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
 int32_t RunSwigluGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
+int32_t RunGmmSwiglu(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
+int32_t RunGmmSwigluGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
 int32_t RunCombineReduce(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
 int32_t RunBwdCombineReduce(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);
 int32_t RunTopkWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t);

@@ -20,6 +20,10 @@ constexpr uint32_t kGemmTmaSmemBytes = kGemmSmemBytes + 128;  // + 2 mbarriers p
 struct TmaOperand {
   const void* map;  // CUtensorMap in global memory (64-byte aligned)
   int32_t c0, r0, z;
+  // A B tile in two halves (fused SwiGLU: gate and up columns): the second half's first N, 0 = one piece. A
+  // K-major B then comes as two 128-line boxes of `half_map`.
+  int32_t split = 0;
+  const void* half_map = nullptr;
 };
 
 __device__ __forceinline__ void MbarInit(uint32_t bar, uint32_t count) {
@@ -73,11 +77,17 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     } else {
       TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
     }
-    if (kBColMajor) {
+    if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
+      TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
+      TmaLoad(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);
+    } else if (kBColMajor) {
       TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
     } else {
-      for (int j = 0; j < kBBoxesMnMajor; ++j)
-        TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * j, b.r0 + k, b.z);
+      constexpr int kHalf = kBBoxesMnMajor / 2;
+      for (int j = 0; j < kBBoxesMnMajor; ++j) {
+        const int32_t n = b.split && j >= kHalf ? b.split + 64 * (j - kHalf) : n0 + 64 * j;
+        TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n, b.r0 + k, b.z);
+      }
     }
   }
 

@@ -235,16 +235,18 @@ struct BlockGemm {
       }
     }
   }
-  // The staged rows at `base` to c as 16-byte vectors (element by element at a ragged or unaligned edge).
+  // The staged rows at `base` to c as 16-byte vectors (element by element at a ragged or unaligned edge);
+  // kCols staged columns per row, rows kCols * 2 + 16 bytes apart.
+  template <int kCols = kBN>
   __device__ void StoreStaged(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
                               int64_t n_valid) {
-    constexpr int kVecs = kBN / 8;  // 16-byte vectors per row
+    constexpr int kVecs = kCols / 8;  // 16-byte vectors per row
     const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
     for (int i = threadIdx.x; i < kBM * kVecs; i += blockDim.x) {
       const int row = i / kVecs, v = i % kVecs;
       const int64_t m = m0 + row, n = n0 + 8 * v;
       if (m >= m_valid || n >= n_valid) continue;
-      const uint32_t src = base + row * kRowBytes + v * 16;
+      const uint32_t src = base + row * (kCols * 2 + 16) + v * 16;
       if (rows_aligned && n + 8 <= n_valid) {  // n is a multiple of 8 (n0 of 256, vectors of 8)
         *reinterpret_cast<uint4*>(c + m * ldc + n) = LoadShared16(src);
       } else {  // a ragged or unaligned edge, element by element: a local copy of the vector cost every store

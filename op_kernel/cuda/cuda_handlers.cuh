@@ -7,6 +7,7 @@
 #include "handlers_gemm.cuh"
 #include "handlers_put.cuh"
 #include "handlers_vector.cuh"
+#include "handlers_fused.cuh"
 
 namespace hpmoe {
 namespace cuda {
@@ -34,9 +35,17 @@ class CudaHandlers {
   __device__ int32_t GmmWeightGrad(const rt::TaskCall& c) {
     return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 4) ? 0 : RunWeightGrad<T>(d_, smem_, *c.task); });
   }
-  __device__ int32_t Swiglu(const rt::TaskCall& c) { return Traced(c, [&] { return RunSwiglu<T>(d_, smem_, *c.task); }); }
+  __device__ int32_t Swiglu(const rt::TaskCall& c) {
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 8) ? 0 : RunSwiglu<T>(d_, smem_, *c.task); });
+  }
   __device__ int32_t SwigluGrad(const rt::TaskCall& c) {
-    return Traced(c, [&] { return RunSwigluGrad<T>(d_, smem_, *c.task); });
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 16) ? 0 : RunSwigluGrad<T>(d_, smem_, *c.task); });
+  }
+  __device__ int32_t GmmSwiglu(const rt::TaskCall& c) {
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 1) ? 0 : RunGmmSwiglu<T>(d_, smem_, *c.task); });
+  }
+  __device__ int32_t GmmSwigluGrad(const rt::TaskCall& c) {
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 2) ? 0 : RunGmmSwigluGrad<T>(d_, smem_, *c.task); });
   }
   __device__ int32_t CombineReduce(const rt::TaskCall& c) {
     return Traced(c, [&] { return RunCombineReduce<T>(d_, *c.task); });

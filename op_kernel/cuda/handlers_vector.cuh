@@ -6,14 +6,13 @@
 
 #include "../runtime/swiglu_block.h"
 #include "handlers_gemm.cuh"
+#include "swiglu_math.cuh"
 #if HPMOE_GEMM_TMA
 #include "bulk_stream.cuh"
 #endif
 
 namespace hpmoe {
 namespace cuda {
-
-__device__ __forceinline__ float Sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 
 // Vectors per thread whose loads are issued before any is used, where rows are read from registers (the
 // cp.async build; the TMA build streams them, bulk_stream.cuh): a vector block is latency-bound. Eight
@@ -49,7 +48,7 @@ __device__ __forceinline__ void SwigluVec(const uint4& g, const uint4& u, T* a) 
   float gf[8], uf[8], o[8];
   Unpack8<T>(g, gf);
   Unpack8<T>(u, uf);
-  for (int e = 0; e < 8; ++e) o[e] = gf[e] * Sigmoid(gf[e]) * uf[e];
+  for (int e = 0; e < 8; ++e) o[e] = SwigluOf(gf[e], uf[e]);
   Store8(a, o);
 }
 
@@ -60,11 +59,7 @@ __device__ __forceinline__ void SwigluGradVec(const uint4& g, const uint4& u, co
   Unpack8<T>(g, gf);
   Unpack8<T>(u, uf);
   Unpack8<T>(dv, dvf);
-  for (int e = 0; e < 8; ++e) {
-    const float sg = Sigmoid(gf[e]);
-    du[e] = dvf[e] * gf[e] * sg;
-    dg[e] = dvf[e] * uf[e] * sg * (1.0f + gf[e] * (1.0f - sg));
-  }
+  for (int e = 0; e < 8; ++e) SwigluGradOf(gf[e], uf[e], dvf[e], &dg[e], &du[e]);
   Store8(dg_out, dg);
   Store8(du_out, du);
 }

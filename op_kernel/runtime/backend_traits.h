@@ -51,7 +51,8 @@ HPMOE_DETECT_VOID(HasPutMemSignal, Declval<B&>().PutMemSignal(static_cast<const 
   X(Gmm, kTaskGmm) X(Swiglu, kTaskSwiglu) X(CombinePut, kTaskCombinePut)                          \
   X(CombineReduce, kTaskCombineReduce) X(BwdDispatchPut, kTaskBwdDispatchPut)                     \
   X(GmmTransB, kTaskGmmTransB) X(GmmWeightGrad, kTaskGmmWeightGrad) X(SwigluGrad, kTaskSwigluGrad) \
-  X(BwdCombineReduce, kTaskBwdCombineReduce) X(TopkWeightGrad, kTaskTopkWeightGrad) X(Add, kTaskAdd)
+  X(BwdCombineReduce, kTaskBwdCombineReduce) X(TopkWeightGrad, kTaskTopkWeightGrad) X(Add, kTaskAdd)  \
+  X(GmmSwiglu, kTaskGmmSwiglu) X(GmmSwigluGrad, kTaskGmmSwigluGrad)
 
 #define HPMOE_DETECT_HANDLER(NAME, TYPE) HPMOE_DETECT(HasHandler##NAME, Declval<B&>().NAME(Declval<const TaskCall&>()))
 HPMOE_HANDLER_LIST(HPMOE_DETECT_HANDLER)

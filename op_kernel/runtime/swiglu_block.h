@@ -61,5 +61,38 @@ HPMOE_DEVICE bool SwigluGradBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t int
   return HalvesOf(h, &t.inputs[2], inter, b->c0, b->cols) && HalvesOf(dh, &t.outputs[1], inter, b->c0, b->cols);
 }
 
+// kConfigFusedSwiglu: H's column of A's column c, gate (up = false) or up, in groups of kFusedSwigluGroup.
+HPMOE_DEVICE constexpr uint64_t FusedHCol(uint64_t c, bool up) {
+  return (c / ssc::kFusedSwigluGroup) * 2 * ssc::kFusedSwigluGroup + (up ? ssc::kFusedSwigluGroup : 0) +
+         c % ssc::kFusedSwigluGroup;
+}
+
+// Whether H's region is the interleaved image of A's block [c0, +cols), whole groups, rows of `rows_of`.
+HPMOE_DEVICE bool InterleavedOf(const HPMOE_GM ssc::SscTensorRef& h, const HPMOE_GM ssc::SscTensorRef& rows_of,
+                                uint64_t inter, uint64_t c0, uint64_t cols) {
+  return h.slot == ssc::kSlotH && SameRows(h, rows_of) && cols > 0 && c0 + cols <= inter &&
+         c0 % ssc::kFusedSwigluGroup == 0 && cols % ssc::kFusedSwigluGroup == 0 && h.col_offset == 2 * c0 &&
+         h.cols == 2 * cols;
+}
+
+// GMM_SWIGLU: (recv_x rows, W1, counts) -> (H interleaved [2 c0, +2 m), A [c0, +m)); A's region names the block.
+HPMOE_DEVICE bool GmmSwigluBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t inter, SwigluBlock* b) {
+  const HPMOE_GM ssc::SscTensorRef& x = t.inputs[0];
+  const HPMOE_GM ssc::SscTensorRef& a = t.outputs[1];
+  *b = BlockOf(a);
+  return x.slot == ssc::kSlotRecvX && t.inputs[1].slot == ssc::kSlotW1 && a.slot == ssc::kSlotA &&
+         SameRows(x, a) && InterleavedOf(t.outputs[0], a, inter, b->c0, b->cols);
+}
+
+// GMM_SWIGLU_GRAD: (recv_dy rows, W2, H interleaved [2 c0, +2 m), counts) -> (dH [c0, +m), dH [I + c0, +m)).
+HPMOE_DEVICE bool GmmSwigluGradBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t inter, SwigluBlock* b) {
+  const HPMOE_GM ssc::SscTensorRef& dy = t.inputs[0];
+  const HPMOE_GM ssc::SscTensorRef& gate = t.outputs[0];
+  *b = BlockOf(gate);
+  return dy.slot == ssc::kSlotRecvDy && t.inputs[1].slot == ssc::kSlotW2 && gate.slot == ssc::kSlotDH &&
+         SameRows(dy, gate) && InterleavedOf(t.inputs[2], gate, inter, b->c0, b->cols) &&
+         HalvesOf(gate, &t.outputs[1], inter, b->c0, b->cols);
+}
+
 }  // namespace rt
 }  // namespace hpmoe

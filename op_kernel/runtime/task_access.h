@@ -24,6 +24,8 @@ enum AccessFlags : uint32_t {
   kAccessRemoteOutput = 1u << 2,  // a put: output 0 may live on another rank (put_mem_signal)
   kAccessWeightsStd = 1u << 3,    // only in a file without kConfigWeightsTransposed
   kAccessWeightsT = 1u << 4,      // only in a file with kConfigWeightsTransposed
+  kAccessUnfused = 1u << 5,       // only in a file without kConfigFusedSwiglu (H in gate | up order)
+  kAccessFused = 1u << 6,         // only in a file with kConfigFusedSwiglu (H interleaved, ssc_layout.h)
 };
 
 // Activation-dtype slots: the plain elementwise ADD may touch any of them (it checks its own shapes).
@@ -47,11 +49,11 @@ constexpr TaskAccess kTaskAccess[] = {
      {HPMOE_B(RecvCounts), 0}},
     {ssc::kTaskDispatchPut, kAccessFwd | kAccessRemoteOutput,
      {HPMOE_B(X), HPMOE_B(SendRows), HPMOE_B(PeerReady), 0}, {HPMOE_B(RecvX), 0}},
-    {ssc::kTaskGmm, kAccessFwd, {HPMOE_B(RecvX), HPMOE_B(W1), HPMOE_B(RecvCounts), 0}, {HPMOE_B(H), 0}},
+    {ssc::kTaskGmm, kAccessFwd | kAccessUnfused, {HPMOE_B(RecvX), HPMOE_B(W1), HPMOE_B(RecvCounts), 0}, {HPMOE_B(H), 0}},
     {ssc::kTaskGmm, kAccessFwd, {HPMOE_B(A), HPMOE_B(W2), HPMOE_B(RecvCounts), 0}, {HPMOE_B(YExpert), 0}},
-    {ssc::kTaskSwiglu, kAccessFwd, {HPMOE_B(H), HPMOE_B(RecvCounts), 0, 0}, {HPMOE_B(A), 0}},
+    {ssc::kTaskSwiglu, kAccessFwd | kAccessUnfused, {HPMOE_B(H), HPMOE_B(RecvCounts), 0, 0}, {HPMOE_B(A), 0}},
     // A column block (swiglu_block.h): H's gate and up columns of the block as two regions.
-    {ssc::kTaskSwiglu, kAccessFwd, {HPMOE_B(H), HPMOE_B(H), HPMOE_B(RecvCounts), 0}, {HPMOE_B(A), 0}},
+    {ssc::kTaskSwiglu, kAccessFwd | kAccessUnfused, {HPMOE_B(H), HPMOE_B(H), HPMOE_B(RecvCounts), 0}, {HPMOE_B(A), 0}},
     {ssc::kTaskCombinePut, kAccessFwd | kAccessRemoteOutput, {HPMOE_B(YExpert), HPMOE_B(RecvCounts), 0, 0},
      {HPMOE_B(RetY), 0}},
     {ssc::kTaskCombinePut, kAccessBwd | kAccessRemoteOutput, {HPMOE_B(DxExpert), HPMOE_B(RecvCounts), 0, 0},
@@ -60,32 +62,46 @@ constexpr TaskAccess kTaskAccess[] = {
      {HPMOE_B(Y), 0}},
     {ssc::kTaskBwdDispatchPut, kAccessBwd | kAccessRemoteOutput,
      {HPMOE_B(Dy), HPMOE_B(TopkWeights), HPMOE_B(SendRows), HPMOE_B(PeerReady)}, {HPMOE_B(RecvDy), 0}},
-    {ssc::kTaskGmmTransB, kAccessBwd, {HPMOE_B(RecvDy), HPMOE_B(W2), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DA), 0}},
+    {ssc::kTaskGmmTransB, kAccessBwd | kAccessUnfused, {HPMOE_B(RecvDy), HPMOE_B(W2), HPMOE_B(RecvCounts), 0},
+     {HPMOE_B(DA), 0}},
     {ssc::kTaskGmmTransB, kAccessBwd, {HPMOE_B(DH), HPMOE_B(W1), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DxExpert), 0}},
     // dW[e][block] = in0[:, block]^T in1: dW2 = A^T dY, dW1 = X^T dH; transposed, dW2t = dY^T A, dW1t = dH^T X.
     {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsStd, {HPMOE_B(A), HPMOE_B(RecvDy), HPMOE_B(RecvCounts), 0},
      {HPMOE_B(DW2), 0}},
-    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsStd, {HPMOE_B(RecvX), HPMOE_B(DH), HPMOE_B(RecvCounts), 0},
-     {HPMOE_B(DW1), 0}},
+    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsStd | kAccessUnfused,
+     {HPMOE_B(RecvX), HPMOE_B(DH), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DW1), 0}},
     {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsT, {HPMOE_B(RecvDy), HPMOE_B(A), HPMOE_B(RecvCounts), 0},
      {HPMOE_B(DW2), 0}},
-    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsT, {HPMOE_B(DH), HPMOE_B(RecvX), HPMOE_B(RecvCounts), 0},
-     {HPMOE_B(DW1), 0}},
-    {ssc::kTaskSwigluGrad, kAccessBwd, {HPMOE_B(DA), HPMOE_B(H), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DH), 0}},
-    {ssc::kTaskSwigluGrad, kAccessBwd, {HPMOE_B(DA), HPMOE_B(H), HPMOE_B(H), HPMOE_B(RecvCounts)},
+    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsT | kAccessUnfused,
+     {HPMOE_B(DH), HPMOE_B(RecvX), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DW1), 0}},
+    // Fused: input 3 is the whole of dH, read by no handler: the unit waits on every dH producer, so a fused
+    // gradient task triggers two events (its row tile's gate gradient, this one), not one per dW1 column block.
+    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsStd | kAccessFused,
+     {HPMOE_B(RecvX), HPMOE_B(DH), HPMOE_B(RecvCounts), HPMOE_B(DH)}, {HPMOE_B(DW1), 0}},
+    {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsT | kAccessFused,
+     {HPMOE_B(DH), HPMOE_B(RecvX), HPMOE_B(RecvCounts), HPMOE_B(DH)}, {HPMOE_B(DW1), 0}},
+    {ssc::kTaskSwigluGrad, kAccessBwd | kAccessUnfused, {HPMOE_B(DA), HPMOE_B(H), HPMOE_B(RecvCounts), 0},
+     {HPMOE_B(DH), 0}},
+    {ssc::kTaskSwigluGrad, kAccessBwd | kAccessUnfused, {HPMOE_B(DA), HPMOE_B(H), HPMOE_B(H), HPMOE_B(RecvCounts)},
      {HPMOE_B(DH), HPMOE_B(DH)}},
     {ssc::kTaskBwdCombineReduce, kAccessBwd, {HPMOE_B(RetDx), HPMOE_B(TokenRows), 0, 0}, {HPMOE_B(Dx), 0}},
     {ssc::kTaskTopkWeightGrad, kAccessBwd, {HPMOE_B(Dy), HPMOE_B(RetY), HPMOE_B(TokenRows), 0},
      {HPMOE_B(DTopkWeights), 0}},
     {ssc::kTaskAdd, kAccessFwd | kAccessBwd, {kActivationSlots, kActivationSlots, 0, 0}, {kActivationSlots, 0}},
+    // Fused SwiGLU (kConfigFusedSwiglu): H's interleaved columns [2 c0, 2 c0 + 2 m) of A's block [c0, c0 + m).
+    {ssc::kTaskGmmSwiglu, kAccessFwd | kAccessFused, {HPMOE_B(RecvX), HPMOE_B(W1), HPMOE_B(RecvCounts), 0},
+     {HPMOE_B(H), HPMOE_B(A)}},
+    {ssc::kTaskGmmSwigluGrad, kAccessBwd | kAccessFused,
+     {HPMOE_B(RecvDy), HPMOE_B(W2), HPMOE_B(H), HPMOE_B(RecvCounts)}, {HPMOE_B(DH), HPMOE_B(DH)}},
 };
 #undef HPMOE_B
 constexpr uint32_t kTaskAccessCount = sizeof(kTaskAccess) / sizeof(kTaskAccess[0]);
 
-// Whether a row applies to a file with config flags `config_flags` (the weight layout).
+// Whether a row applies to a file with config flags `config_flags` (the weight layout, fused SwiGLU).
 HPMOE_DEVICE constexpr bool LayoutAllows(uint32_t access_flags, uint32_t config_flags) {
-  return (config_flags & ssc::kConfigWeightsTransposed) ? !(access_flags & kAccessWeightsStd)
-                                                        : !(access_flags & kAccessWeightsT);
+  return ((config_flags & ssc::kConfigWeightsTransposed) ? !(access_flags & kAccessWeightsStd)
+                                                         : !(access_flags & kAccessWeightsT)) &&
+         ((config_flags & ssc::kConfigFusedSwiglu) ? !(access_flags & kAccessUnfused) : !(access_flags & kAccessFused));
 }
 
 // Whether `slot` (kNoSlot = unused) fits a position whose mask is `mask`.

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .gmm_split import column_blocks, n_block
-from .ssc_format import TaskType
+from .ssc_format import FUSED_SWIGLU_GROUP, TaskType
 
 if TYPE_CHECKING:
     from .config import MoeConfig
@@ -48,7 +48,7 @@ def check_block(cfg: MoeConfig) -> None:
       for them (beside the gate-gradient row tile and their own block's tiles).
     """
     m = cfg.act_n_block
-    if m == 0 or m >= cfg.inter:
+    if m == 0 or m >= cfg.inter or cfg.fuse_swiglu:  # fused tasks: config.resolve checks their block
         return
     n = n_block(cfg)
     if 0 < n < 2 * cfg.inter and m % n:
@@ -68,3 +68,17 @@ def act_n_block(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> int:
 def act_blocks(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> list[tuple[int, int]]:
     """(first column of A, columns) of each SwiGLU (or SwiGLU-gradient) task of a row tile, left to right."""
     return column_blocks(cfg.inter, act_n_block(cfg, task_type))
+
+
+def fused_blocks(cfg: MoeConfig, task_type: TaskType) -> list[tuple[int, int]]:
+    """(first column of A, columns) of each fused task of a row tile (cfg.fuse_swiglu), left to right. Each
+    costs what the unfused GMM task did: GMM_SWIGLU's block is half the GMM column block (its tiles compute a
+    gate and an up column per column of A), GMM_SWIGLU_GRAD's the block itself; whole groups of
+    FUSED_SWIGLU_GROUP columns; an explicit act_n_block applies to both."""
+    group = FUSED_SWIGLU_GROUP
+    block = cfg.act_n_block or n_block(cfg)
+    if not cfg.act_n_block and block and task_type == TaskType.GMM_SWIGLU:
+        block = max(group, block // 2 // group * group)
+    elif block:
+        block = max(group, block // group * group)
+    return column_blocks(cfg.inter, 0 if block >= cfg.inter else block)

@@ -69,6 +69,10 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str | None = Non
     g.add_argument("--weights-transposed", action="store_true", default=None,
                    help="expert weights as nn.Linear and transformers store them, W1 [E, 2I, h] (gate rows "
                         "first), W2 [E, h, I], read in place; dW1/dW2 come out the same way (CPU twin and CUDA)")
+    g.add_argument("--fuse-swiglu", action="store_true", default=None,
+                   help="SwiGLU in GMM1's tiles and its gradient in the activation gradient's (no vector SwiGLU "
+                        "tasks; H saved with gate and up interleaved in groups of 128 columns, so --inter must be a "
+                        "multiple of 128); needs --mixed-queues (CPU twin and CUDA)")
 
 
 def config_from_args(args: argparse.Namespace) -> MoeConfig:
@@ -80,6 +84,7 @@ def config_from_args(args: argparse.Namespace) -> MoeConfig:
     overrides["mixed_queues"] = getattr(args, "mixed_queues", None)
     overrides["claim_pool"] = getattr(args, "claim_pool", None)
     overrides["weights_transposed"] = getattr(args, "weights_transposed", None)
+    overrides["fuse_swiglu"] = getattr(args, "fuse_swiglu", None)
     if getattr(args, "row_pipelines", False):
         overrides["row_pipelines"] = True
         if overrides["mixed_queues"] is None:  # pipelines run vector tasks on cube workers: mixed queues

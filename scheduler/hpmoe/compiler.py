@@ -5,11 +5,11 @@ import dataclasses
 
 import numpy as np
 
-from .act_split import act_blocks
+from .act_split import act_blocks, fused_blocks
 from .config import MoeConfig
 from .errors import ScheduleError
 from .events import Event, assign_events
-from .fill import ACT_TYPES, GMM_TYPES, fill_rank
+from .fill import ACT_TYPES, FUSED_TYPES, GMM_TYPES, fill_rank
 from .gmm_split import col_blocks
 from .wgrad_split import wgrad_col_blocks
 from .graphs import build_graph
@@ -80,6 +80,8 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
             n = wgrad_col_blocks(cfg, out.cols)[0][1]
         elif node.task_type in GMM_TYPES:
             n = col_blocks(cfg, out.cols, k)[0][1]
+        elif node.task_type in FUSED_TYPES:  # GEMM output columns per task: H's gate and up, dA
+            n = fused_blocks(cfg, node.task_type)[0][1] * (2 if node.task_type == TaskType.GMM_SWIGLU else 1)
         elif node.task_type in ACT_TYPES:  # output columns per task: the block of A, of dH's gate and up
             n = act_blocks(cfg, node.task_type)[0][1] * out.cols // cfg.inter
         else:
@@ -196,7 +198,7 @@ def _mirror_triggers(tasks: list[Task], wanted: frozenset[int]) -> None:
 def schedule_rank(group: GroupTasks, rank: int) -> RankSchedule:
     tasks = group.rank_tasks(rank)
     # The writer follows the handlers' access table (task_access.py).
-    check_tasks(tasks, group.direction, group.cfg.weights_transposed)
+    check_tasks(tasks, group.direction, group.cfg.weights_transposed, group.cfg.fuse_swiglu)
     queues, entries = _queue_records(group.cfg, tasks)
     return RankSchedule(group.cfg, rank, group.direction, _tensor_records(group.graph), _task_records(tasks),
                         _event_records(group.events[rank]), queues, entries,

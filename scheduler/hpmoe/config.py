@@ -12,8 +12,8 @@ from typing import Any, Mapping
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .act_split import check_block
 from .errors import ConfigError
-from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR, CONFIG_ROW_PIPELINES,
-                         CONFIG_WEIGHTS_TRANSPOSED, DType)
+from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_FUSED_SWIGLU, CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR,
+                         CONFIG_ROW_PIPELINES, CONFIG_WEIGHTS_TRANSPOSED, FUSED_SWIGLU_GROUP, DType)
 
 DTYPE_NAMES = {"fp32": DType.FP32, "fp16": DType.FP16, "bf16": DType.BF16}
 
@@ -40,6 +40,7 @@ class MoeConfig:
     row_pipelines: bool = False  # each row tile's chain on one cube-queue worker (needs mixed_queues)
     claim_pool: bool = False  # routing-dependent work claimed at run time (pool_claimers; CPU twin, CUDA)
     weights_transposed: bool = False  # W1 [E, 2I, h], W2 [E, h, I] as nn.Linear stores them (CPU twin, CUDA)
+    fuse_swiglu: bool = False  # SwiGLU and its gradient in the GMM tiles' epilogues (graphs.py; needs mixed_queues)
     gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
     act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: the compiler's choice, act_split.py)
     wgrad_n_block: int = 0  # output columns per weight-gradient task, claim pool only (0: whole); not in the SSC
@@ -76,7 +77,8 @@ class MoeConfig:
         return ((CONFIG_RATR if self.ratr else 0) | (CONFIG_INTERLEAVE if self.interleave else 0) |
                 (CONFIG_MIXED_QUEUES if self.mixed_queues else 0) | (CONFIG_ROW_PIPELINES if self.row_pipelines else 0) |
                 (CONFIG_CLAIM_POOL if self.claim_pool else 0) |
-                (CONFIG_WEIGHTS_TRANSPOSED if self.weights_transposed else 0))
+                (CONFIG_WEIGHTS_TRANSPOSED if self.weights_transposed else 0) |
+                (CONFIG_FUSED_SWIGLU if self.fuse_swiglu else 0))
 
     @property
     def pool_claimers(self) -> int:
@@ -153,6 +155,7 @@ def _check_fields(cfg: MoeConfig) -> None:
         check_bool("row_pipelines", cfg.row_pipelines)
         check_bool("claim_pool", cfg.claim_pool)
         check_bool("weights_transposed", cfg.weights_transposed)
+        check_bool("fuse_swiglu", cfg.fuse_swiglu)
     except ValueCheckError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -162,6 +165,14 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
     _check_fields(cfg)
     if cfg.row_pipelines and not cfg.mixed_queues:
         raise ConfigError("row_pipelines needs mixed_queues: its cube workers run the chains' vector tasks")
+    if cfg.fuse_swiglu and not cfg.mixed_queues:
+        raise ConfigError("fuse_swiglu needs mixed_queues: only the CPU twin and CUDA run fused SwiGLU tiles")
+    if cfg.fuse_swiglu and cfg.inter % FUSED_SWIGLU_GROUP:
+        raise ConfigError(f"fuse_swiglu needs inter={cfg.inter} to be a multiple of {FUSED_SWIGLU_GROUP} "
+                          f"(H interleaves gate and up in groups of {FUSED_SWIGLU_GROUP} columns)")
+    if cfg.fuse_swiglu and cfg.act_n_block % FUSED_SWIGLU_GROUP:
+        raise ConfigError(f"act_n_block={cfg.act_n_block} is not a multiple of {FUSED_SWIGLU_GROUP}: a fused task "
+                          f"covers whole groups of H's interleaved columns")
     if cfg.topk > cfg.num_experts:
         raise ConfigError(f"topk={cfg.topk} is larger than the number of experts "
                           f"ep*experts_per_rank={cfg.num_experts}")
@@ -236,4 +247,5 @@ def config_from_ssc_fields(fields: Mapping[str, int]) -> MoeConfig:
                              mixed_queues=bool(flags & CONFIG_MIXED_QUEUES),
                              row_pipelines=bool(flags & CONFIG_ROW_PIPELINES),
                              claim_pool=bool(flags & CONFIG_CLAIM_POOL),
-                             weights_transposed=bool(flags & CONFIG_WEIGHTS_TRANSPOSED), **kwargs))
+                             weights_transposed=bool(flags & CONFIG_WEIGHTS_TRANSPOSED),
+                             fuse_swiglu=bool(flags & CONFIG_FUSED_SWIGLU), **kwargs))

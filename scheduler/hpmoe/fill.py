@@ -10,7 +10,7 @@ from typing import Callable
 
 from .config import MoeConfig
 from .errors import ScheduleError
-from .act_split import act_blocks, act_n_block
+from .act_split import act_blocks, act_n_block, fused_blocks
 from .gmm_split import col_blocks
 from .wgrad_split import wgrad_col_blocks
 from .odg import OperatorGraph, OperatorNode, TensorSpec
@@ -128,6 +128,7 @@ def _chunk_puts(f: Filler, task_type: TaskType, gathered: list[Ref], send_rows: 
 
 GMM_TYPES = (TaskType.GMM, TaskType.GMM_TRANS_B)
 ACT_TYPES = (TaskType.SWIGLU, TaskType.SWIGLU_GRAD)
+FUSED_TYPES = (TaskType.GMM_SWIGLU, TaskType.GMM_SWIGLU_GRAD)
 
 
 def _row_ref(f: Filler, t: TensorSpec, row0: int, rows: int) -> Ref:
@@ -172,12 +173,34 @@ def fill_act_blocks(f: Filler) -> None:
                   outputs, peer=peer, chunk=chunk)
 
 
+def fill_gmm_swiglu(f: Filler) -> None:
+    """Fused tasks (cfg.fuse_swiglu) of A's column blocks [c0, c0 + m) (act_split.fused_blocks). GMM1 with
+    SwiGLU: (recv_x rows, W1, counts) -> (H's interleaved columns [2 c0, 2 c0 + 2 m), A [c0, c0 + m)). The
+    activation gradient: (recv_dy rows, W2, H's interleaved columns, counts) -> (dH gate [c0, +m), up
+    [I + c0, +m)); dA stays in the tile."""
+    inter, fwd = f.cfg.inter, f.op.task_type == TaskType.GMM_SWIGLU
+    blocks = fused_blocks(f.cfg, f.op.task_type)
+    for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
+        for j, (c0, cols) in enumerate(blocks):
+            h = Ref(Slot.H, f.rank, row0, rows, 2 * c0, 2 * cols, REF_ROWS_DYNAMIC)
+            if fwd:
+                x, w1, counts = f.op.inputs
+                inputs = [_row_ref(f, x, row0, rows), whole(w1, f.rank), whole(counts, f.rank)]
+                outputs = [h, Ref(Slot.A, f.rank, row0, rows, c0, cols, REF_ROWS_DYNAMIC)]
+            else:
+                dy, w2, _, counts = f.op.inputs
+                inputs = [_row_ref(f, dy, row0, rows), whole(w2, f.rank), h, whole(counts, f.rank)]
+                outputs = [Ref(Slot.DH, f.rank, row0, rows, o, cols, REF_ROWS_DYNAMIC) for o in (c0, inter + c0)]
+            f.add(f.op.task_type, f.op.queue, i * len(blocks) + j, f.op.task_num * len(blocks), rows, inputs,
+                  outputs, peer=peer, chunk=chunk)
+
+
 def fill_weight_grad(f: Filler) -> None:
     """dW[e][block, cols] = X_e[:, block]^T dY_e[:, cols]: X is read on the row block's columns, dY on the column
     block (the whole width unless wgrad_split.py splits it), the reduction never split. Tasks in (expert, row
     block, column block) order; the claim pool takes them per expert column block by column block
     (worker_queues._pool_units), so the units reading one block of dY run together."""
-    x_like, dy_like, counts = f.op.inputs
+    x_like, dy_like, counts, *wait_all = f.op.inputs  # fused dW1: + the whole of dH (graphs.py)
     (dw,) = f.op.outputs
     per_expert_rows = dw.shape[1]
     wg = f.cfg.wgrad_tile
@@ -193,8 +216,8 @@ def fill_weight_grad(f: Filler) -> None:
         x_ref = Ref(x_like.slot, f.rank, 0, x_like.rows, b * wg, wg, REF_ROWS_DYNAMIC)
         dy_ref = Ref(dy_like.slot, f.rank, 0, dy_like.rows, c0, n, REF_ROWS_DYNAMIC)
         out = Ref(dw.slot, f.rank, e * per_expert_rows + b * wg, wg, c0, n)
-        f.add(f.op.task_type, QueueType.CTQ, i, f.op.task_num, wg, [x_ref, dy_ref, whole(counts, f.rank)], [out],
-              expert=e, chunk=b)
+        f.add(f.op.task_type, QueueType.CTQ, i, f.op.task_num, wg,
+              [x_ref, dy_ref, whole(counts, f.rank)] + [whole(t, f.rank) for t in wait_all], [out], expert=e, chunk=b)
 
 
 def _combine(f: Filler, reduce_type: TaskType, reduce_inputs: list[TensorSpec]) -> None:
@@ -244,6 +267,7 @@ FILL_CONFIG: dict[str, Callable[[Filler], None]] = {
     "BwdDispatch": fill_bwd_dispatch, "GMM_act_grad": fill_row_tiled, "GMM_w2_grad": fill_weight_grad,
     "SwiGLU_grad": fill_row_tiled, "GMM_gate_grad": fill_row_tiled, "GMM_w1_grad": fill_weight_grad,
     "BwdCombine": fill_bwd_combine, "TopkWeightGrad": fill_topk_weight_grad,
+    "GMM1_SwiGLU": fill_gmm_swiglu, "GMM_act_grad_SwiGLU": fill_gmm_swiglu,
 }
 
 

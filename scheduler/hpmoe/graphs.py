@@ -1,4 +1,5 @@
-"""The forward (5 nodes) and backward (7 nodes + router-weight gradient) MoE-FFN graphs of one EP rank.
+"""The forward (5 nodes) and backward (7 nodes + router-weight gradient) MoE-FFN graphs of one EP rank; with
+cfg.fuse_swiglu, SwiGLU runs in GMM1's tiles and its gradient in the activation gradient's (4 and 6 + 1 nodes).
 
 Row space: every per-rank expert-side buffer (recv_x, h, a, y_expert, recv_dy, da, dh, dx_expert) and every
 return buffer (ret_y, ret_dx) has ep * C rows: slot s (rows s*C .. s*C+C) holds the rows exchanged with
@@ -62,16 +63,22 @@ def _row_split(*output_dims: int) -> SplitSpec:
 
 def build_forward_graph(cfg: MoeConfig) -> OperatorGraph:
     t = tensor_specs(cfg)
+    if cfg.fuse_swiglu:  # H is saved for the backward, in the interleaved column order (ssc_format)
+        first = [OperatorNode("GMM1_SwiGLU", TaskType.GMM_SWIGLU, QueueType.CTQ,
+                              [t[Slot.RECV_X], t[Slot.W1], t[Slot.RECV_COUNTS]], [t[Slot.H], t[Slot.A]],
+                              _row_split(0, 0))]
+    else:
+        first = [OperatorNode("GMM1", TaskType.GMM, QueueType.CTQ,
+                              [t[Slot.RECV_X], t[Slot.W1], t[Slot.RECV_COUNTS]], [t[Slot.H]], _row_split()),
+                 OperatorNode("SwiGLU", TaskType.SWIGLU, QueueType.VTQ,
+                              [t[Slot.H], t[Slot.RECV_COUNTS]], [t[Slot.A]], _row_split())]
     nodes = [
         # Origin of the row partition: one put per (destination rank, chunk of its receive slot).
         OperatorNode("Dispatch", TaskType.DISPATCH_PUT, QueueType.VTQ,
                      [t[Slot.X], t[Slot.SEND_ROWS], t[Slot.SEND_COUNTS]],
                      [t[Slot.PEER_READY], t[Slot.RECV_COUNTS], t[Slot.RECV_X]],
                      SplitSpec(None, (-1, -1, 0), _row_tiles)),
-        OperatorNode("GMM1", TaskType.GMM, QueueType.CTQ,
-                     [t[Slot.RECV_X], t[Slot.W1], t[Slot.RECV_COUNTS]], [t[Slot.H]], _row_split()),
-        OperatorNode("SwiGLU", TaskType.SWIGLU, QueueType.VTQ,
-                     [t[Slot.H], t[Slot.RECV_COUNTS]], [t[Slot.A]], _row_split()),
+        *first,
         OperatorNode("GMM2", TaskType.GMM, QueueType.CTQ,
                      [t[Slot.A], t[Slot.W2], t[Slot.RECV_COUNTS]], [t[Slot.Y_EXPERT]], _row_split()),
         # Metadata inputs (weights of the top-k sum, row maps) are ignored by the split check.
@@ -97,22 +104,34 @@ def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
         w2_grad_in, w1_grad_in = [t[Slot.RECV_DY], t[Slot.A]], [t[Slot.DH], t[Slot.RECV_X]]
     else:
         w2_grad_in, w1_grad_in = [t[Slot.A], t[Slot.RECV_DY]], [t[Slot.RECV_X], t[Slot.DH]]
+    if cfg.fuse_swiglu:
+        # dA never leaves the tile. dW1's units also read the whole of dH (input 3, task_access.py): one wait on
+        # every dH producer, so a fused task triggers two events, not one per dW1 column block it feeds.
+        w1_wait = [t[Slot.DH]]
+        act_grad = [OperatorNode("GMM_act_grad_SwiGLU", TaskType.GMM_SWIGLU_GRAD, QueueType.CTQ,
+                                 [t[Slot.RECV_DY], t[Slot.W2], t[Slot.H], t[Slot.RECV_COUNTS]], [t[Slot.DH]],
+                                 _row_split())]
+        swiglu_grad = []
+    else:
+        w1_wait = []
+        act_grad = [OperatorNode("GMM_act_grad", TaskType.GMM_TRANS_B, QueueType.CTQ,
+                                 [t[Slot.RECV_DY], t[Slot.W2], t[Slot.RECV_COUNTS]], [t[Slot.DA]], _row_split())]
+        swiglu_grad = [OperatorNode("SwiGLU_grad", TaskType.SWIGLU_GRAD, QueueType.VTQ,
+                                    [t[Slot.DA], t[Slot.H], t[Slot.RECV_COUNTS]], [t[Slot.DH]], _row_split())]
     nodes = [
         OperatorNode("BwdDispatch", TaskType.BWD_DISPATCH_PUT, QueueType.VTQ,
                      [t[Slot.DY], t[Slot.TOPK_WEIGHTS], t[Slot.SEND_ROWS]],
                      [t[Slot.PEER_READY], t[Slot.RECV_DY]], SplitSpec(None, (-1, 0), _row_tiles)),
-        OperatorNode("GMM_act_grad", TaskType.GMM_TRANS_B, QueueType.CTQ,
-                     [t[Slot.RECV_DY], t[Slot.W2], t[Slot.RECV_COUNTS]], [t[Slot.DA]], _row_split()),
+        *act_grad,
         # Weight gradients reduce over all rows of an expert: split only along expert x output-row blocks.
         OperatorNode("GMM_w2_grad", TaskType.GMM_WEIGHT_GRAD, QueueType.CTQ,
                      w2_grad_in + [t[Slot.RECV_COUNTS]], [t[Slot.DW2]],
                      SplitSpec(None, (0,), lambda c: _weight_grad_tasks(c, t[Slot.DW2]))),
-        OperatorNode("SwiGLU_grad", TaskType.SWIGLU_GRAD, QueueType.VTQ,
-                     [t[Slot.DA], t[Slot.H], t[Slot.RECV_COUNTS]], [t[Slot.DH]], _row_split()),
+        *swiglu_grad,
         OperatorNode("GMM_gate_grad", TaskType.GMM_TRANS_B, QueueType.CTQ,
                      [t[Slot.DH], t[Slot.W1], t[Slot.RECV_COUNTS]], [t[Slot.DX_EXPERT]], _row_split()),
         OperatorNode("GMM_w1_grad", TaskType.GMM_WEIGHT_GRAD, QueueType.CTQ,
-                     w1_grad_in + [t[Slot.RECV_COUNTS]], [t[Slot.DW1]],
+                     w1_grad_in + [t[Slot.RECV_COUNTS]] + w1_wait, [t[Slot.DW1]],
                      SplitSpec(None, (0,), lambda c: _weight_grad_tasks(c, t[Slot.DW1]))),
         OperatorNode("BwdCombine", TaskType.BWD_COMBINE_REDUCE, QueueType.VTQ,
                      [t[Slot.DX_EXPERT], t[Slot.RECV_COUNTS], t[Slot.TOKEN_ROWS]], [t[Slot.RET_DX], t[Slot.DX]],

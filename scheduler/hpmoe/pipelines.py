@@ -28,7 +28,8 @@ from .errors import ScheduleError
 from .ssc_format import TaskType
 from .tasks import Task
 
-CHAIN_TYPES = (TaskType.GMM, TaskType.SWIGLU, TaskType.GMM_TRANS_B, TaskType.SWIGLU_GRAD, TaskType.COMBINE_PUT)
+CHAIN_TYPES = (TaskType.GMM, TaskType.SWIGLU, TaskType.GMM_TRANS_B, TaskType.SWIGLU_GRAD, TaskType.COMBINE_PUT,
+               TaskType.GMM_SWIGLU, TaskType.GMM_SWIGLU_GRAD)
 
 
 def _chains(cfg: MoeConfig, tasks: list[Task], ctq_order: list[Task]) -> list[list[Task]]:

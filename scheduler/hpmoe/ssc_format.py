@@ -12,7 +12,7 @@ import numpy as np
 
 MAGIC = 0x434D5348
 VERSION_MAJOR = 1
-VERSION_MINOR = 1
+VERSION_MINOR = 2
 
 MAX_INPUTS = 4
 MAX_OUTPUTS = 2
@@ -23,6 +23,7 @@ TENSOR_NAME_BYTES = 24
 NO_EVENT = 0xFFFFFFFF
 NO_SLOT = 0xFFFF
 COUNTER_STRIDE_BYTES = 64
+FUSED_SWIGLU_GROUP = 128  # kConfigFusedSwiglu: H interleaves gate and up in groups of this many columns
 
 
 class Direction(enum.IntEnum):
@@ -61,6 +62,8 @@ class TaskType(enum.IntEnum):
     BWD_COMBINE_REDUCE = 11
     TOPK_WEIGHT_GRAD = 12
     ADD = 13
+    GMM_SWIGLU = 14  # fused_swiglu: GMM1 with SwiGLU in its epilogue
+    GMM_SWIGLU_GRAD = 15  # fused_swiglu: the activation gradient's GMM with SwiGLU's gradient in its epilogue
 
 
 class Slot(enum.IntEnum):
@@ -112,6 +115,7 @@ CONFIG_MIXED_QUEUES = 1 << 2
 CONFIG_ROW_PIPELINES = 1 << 3
 CONFIG_CLAIM_POOL = 1 << 4
 CONFIG_WEIGHTS_TRANSPOSED = 1 << 5
+CONFIG_FUSED_SWIGLU = 1 << 6
 
 
 class Section(enum.IntEnum):

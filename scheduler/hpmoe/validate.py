@@ -24,7 +24,8 @@ from .compiler import RankSchedule
 from .errors import ScheduleError
 from .ssc_format import EVENT_REMOTE_TRIGGERED, NO_EVENT, NO_SLOT, REF_REMOTE, QueueType, Slot, TaskType
 
-CTQ_TYPES = {TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.GMM_WEIGHT_GRAD}
+CTQ_TYPES = {TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.GMM_WEIGHT_GRAD, TaskType.GMM_SWIGLU,
+             TaskType.GMM_SWIGLU_GRAD}
 
 
 class Region(NamedTuple):

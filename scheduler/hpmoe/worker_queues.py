@@ -30,9 +30,13 @@ TAIL_TYPES = (TaskType.COMBINE_REDUCE, TaskType.BWD_COMBINE_REDUCE)
 SETUP_TYPES = (TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT)  # every put waits on them: never behind a put
 
 
+ACT_ENDS = (TaskType.SWIGLU, TaskType.SWIGLU_GRAD, TaskType.GMM_SWIGLU, TaskType.GMM_SWIGLU_GRAD)
+
+
 def _first_half(chain: list[Task]) -> int:
-    """Tasks of a chain's first half: its GMM and the SwiGLU (or its gradient), every column block of each."""
-    return max(i for i, t in enumerate(chain) if t.task_type in (TaskType.SWIGLU, TaskType.SWIGLU_GRAD)) + 1
+    """Tasks of a chain's first half: its GMM and the SwiGLU (or its gradient), every column block of each; with
+    fused SwiGLU the fused tasks."""
+    return max(i for i, t in enumerate(chain) if t.task_type in ACT_ENDS) + 1
 
 
 SECOND_GMM_OPS = ("GMM2", "GMM_gate_grad")  # the row tile's GMM after its SwiGLU (gradient)

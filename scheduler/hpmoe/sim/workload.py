@@ -24,7 +24,10 @@ RECV_SIDE = {Slot.RECV_X, Slot.H, Slot.A, Slot.Y_EXPERT, Slot.RECV_DY, Slot.DA, 
 RET_SIDE = {Slot.RET_Y, Slot.RET_DX}
 PUT_TYPES = {TaskType.ENTRY_SIGNAL, TaskType.COUNT_PUT, TaskType.DISPATCH_PUT, TaskType.BWD_DISPATCH_PUT,
              TaskType.COMBINE_PUT}
-ROW_TILED = {TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.SWIGLU, TaskType.SWIGLU_GRAD}
+ROW_TILED = {TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.SWIGLU, TaskType.SWIGLU_GRAD, TaskType.GMM_SWIGLU,
+             TaskType.GMM_SWIGLU_GRAD}
+# Fused SwiGLU (GPU schedules): costed as the GMM; the epilogue's elementwise work rides on the cube's time.
+GMM_LIKE = (TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.GMM_SWIGLU, TaskType.GMM_SWIGLU_GRAD)
 
 
 class SimInputError(HpmoeError):
@@ -172,7 +175,7 @@ def _task_work(hw: Hardware, v: _RankView, rec, tiling, ttype: TaskType) -> dict
         if ttype == TaskType.BWD_DISPATCH_PUT:
             w["vec"] = float(rows * width * hw.ops_reduce)   # scale by the top-k weight
         w["writes"] = [(d, _key(slot, t), n * width * es) for t, n in parts]
-    elif ttype in (TaskType.GMM, TaskType.GMM_TRANS_B):
+    elif ttype in GMM_LIKE:
         n_cols, k = int(tiling["n"]), int(tiling["k"])
         segs = v.segments(int(in0["row_offset"]), int(in0["rows"]))
         m = np.array([n for _, n in segs], dtype=np.float64)

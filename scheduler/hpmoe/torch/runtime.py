@@ -14,7 +14,7 @@ from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
 from ..gmm_split import busy_row_tiles
-from ..ssc_format import Slot
+from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
 from ..wgrad_split import default_wgrad_n_block
 
@@ -64,7 +64,7 @@ class MoeFfnRuntime:
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
-                 device=None, wgrad_n_block: int | None = None):
+                 device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -77,6 +77,15 @@ class MoeFfnRuntime:
         # Weight-gradient units of this many columns (wgrad_split.py; 0: whole widths; None: the measured default).
         self.wgrad_n_block = (default_wgrad_n_block(hidden_size, intermediate_size) if wgrad_n_block is None
                               else wgrad_n_block)
+        # fuse_swiglu: SwiGLU and its gradient in the GMM tiles' epilogues (graphs.py, handlers_fused.cuh; I a
+        # multiple of FUSED_SWIGLU_GROUP). Opt-in: measured on one H200 (benchmarks/RESULTS.md, session 7), the
+        # fused forward is faster (Mixtral-8x7B 4096 tokens 7.7-8.0 -> 7.55 ms, DeepSeek-V3 1024 1.91 -> 1.75) but
+        # the fused backward slower (Mixtral 15.0 -> 16.5 ms, DeepSeek-V3 8192 26.3 -> 27.4), as its epilogue
+        # reads H and writes dH while the tensor cores wait. None: the measured default (off).
+        if fuse_swiglu and intermediate_size % FUSED_SWIGLU_GROUP:
+            raise ValueError(f"fuse_swiglu needs intermediate_size={intermediate_size} to be a multiple of "
+                             f"{FUSED_SWIGLU_GROUP}")
+        self.fuse_swiglu = bool(fuse_swiglu)
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
@@ -122,7 +131,7 @@ class MoeFfnRuntime:
                                  "tile_m": self.tile_m, "num_aic": self.num_aic, "num_aiv": self.num_aiv,
                                  "wgrad_tile": self.wgrad_tile or self._default_wgrad_tile(),
                                  "token_tile": self.token_tile, "weights_transposed": transposed,
-                                 "wgrad_n_block": self.wgrad_n_block,
+                                 "wgrad_n_block": self.wgrad_n_block, "fuse_swiglu": self.fuse_swiglu,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
         if busy_row_tiles(cfg) < cfg.num_aic:
@@ -133,7 +142,10 @@ class MoeFfnRuntime:
             # 112 + 20 blocks against 40.1 with 128 + 4, 27.8 with 96 + 36; DeepSeek-V3 at 1024 tokens 5.5
             # against 11.0 ms; benchmarks/RESULTS.md).
             # The forward's SwiGLU runs in the GMM's column blocks, its gradient in whole rows (act_split.py).
-            aiv = self.num_aiv if self._aiv_given else min(20, self.num_aic + self.num_aiv - 1)
+            # Fused SwiGLU leaves the vector-queue blocks only puts and reductions: the default 4 (Mixtral-8x7B,
+            # fused bound above: 16.3-16.5 ms with 128 + 4 blocks against 17.2-17.7 with 112 + 20).
+            many = 20 if not self.fuse_swiglu else self.num_aiv
+            aiv = self.num_aiv if self._aiv_given else min(many, self.num_aic + self.num_aiv - 1)
             cfg = cfg.replace(row_pipelines=False, num_aic=self.num_aic + self.num_aiv - aiv, num_aiv=aiv)
         if not self.token_tile:  # one reduction task per worker block (token_split.py)
             cfg = cfg.replace(token_tile=auto_token_tile(tokens, cfg.num_aic + cfg.num_aiv, cfg.tile_m))
