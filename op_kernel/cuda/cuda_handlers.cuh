@@ -42,10 +42,10 @@ class CudaHandlers {
     return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 16) ? 0 : RunSwigluGrad<T>(d_, smem_, *c.task); });
   }
   __device__ int32_t GmmSwiglu(const rt::TaskCall& c) {
-    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 1) ? 0 : RunGmmSwiglu<T>(d_, smem_, *c.task); });
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 1) ? 0 : RunFusedSwiglu<T, false>(d_, smem_, *c.task); });
   }
   __device__ int32_t GmmSwigluGrad(const rt::TaskCall& c) {
-    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 2) ? 0 : RunGmmSwigluGrad<T>(d_, smem_, *c.task); });
+    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 2) ? 0 : RunFusedSwiglu<T, true>(d_, smem_, *c.task); });
   }
   __device__ int32_t CombineReduce(const rt::TaskCall& c) {
     return Traced(c, [&] { return RunCombineReduce<T>(d_, *c.task); });

@@ -180,33 +180,21 @@ __device__ int32_t RunGmmSwigluGradTiles(const DeviceRank& d, uint8_t* smem, con
 #endif
 
 // W1 (forward) and W2 (backward) are read as RunGmmLayout reads them: K-major B under nn.Linear's layout for
-// GMM1, under today's layout for the activation gradient.
-template <class T>
-__device__ int32_t RunGmmSwiglu(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
+// GMM1, under today's layout for the activation gradient. kGrad: GMM_SWIGLU_GRAD, else GMM_SWIGLU.
+template <class T, bool kGrad>
+__device__ int32_t RunFusedSwiglu(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
   rt::SwigluBlock blk;
-  const ssc::SscTensorRef& in = t.inputs[0];
-  if (!rt::GmmSwigluBlockOf(t, d.cfg.inter, &blk) || !FullCols(d, in) || in.cols != d.cfg.hidden)
-    return rt::kErrRegion;
+  const ssc::SscTensorRef& in = t.inputs[0];  // recv_x or recv_dy rows, h wide
+  const bool ok = kGrad ? rt::GmmSwigluGradBlockOf(t, d.cfg.inter, &blk) : rt::GmmSwigluBlockOf(t, d.cfg.inter, &blk);
+  if (!ok || !FullCols(d, in) || in.cols != d.cfg.hidden) return rt::kErrRegion;
 #if HPMOE_GEMM_TMA && !HPMOE_GEMM_WS
-  const bool transposed = (d.cfg.flags & ssc::kConfigWeightsTransposed) != 0;
-  return transposed ? RunGmmSwigluTiles<T, true>(d, smem, t, blk) : RunGmmSwigluTiles<T, false>(d, smem, t, blk);
+  const bool b_k_major = kGrad != ((d.cfg.flags & ssc::kConfigWeightsTransposed) != 0);
+  if constexpr (kGrad)
+    return b_k_major ? RunGmmSwigluGradTiles<T, true>(d, smem, t, blk) : RunGmmSwigluGradTiles<T, false>(d, smem, t, blk);
+  else
+    return b_k_major ? RunGmmSwigluTiles<T, true>(d, smem, t, blk) : RunGmmSwigluTiles<T, false>(d, smem, t, blk);
 #else
   return rt::kErrRegion;  // the fused tiles are built on the TMA tile only (the default build)
-#endif
-}
-
-template <class T>
-__device__ int32_t RunGmmSwigluGrad(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
-  rt::SwigluBlock blk;
-  const ssc::SscTensorRef& dy = t.inputs[0];
-  if (!rt::GmmSwigluGradBlockOf(t, d.cfg.inter, &blk) || !FullCols(d, dy) || dy.cols != d.cfg.hidden)
-    return rt::kErrRegion;
-#if HPMOE_GEMM_TMA && !HPMOE_GEMM_WS
-  const bool transposed = (d.cfg.flags & ssc::kConfigWeightsTransposed) != 0;
-  return transposed ? RunGmmSwigluGradTiles<T, false>(d, smem, t, blk)
-                    : RunGmmSwigluGradTiles<T, true>(d, smem, t, blk);
-#else
-  return rt::kErrRegion;
 #endif
 }
 
