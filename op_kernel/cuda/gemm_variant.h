@@ -39,7 +39,7 @@
 #ifndef HPMOE_EXPERIMENT_SKIP
 // Timing-only builds (wrong results by design): the task types in this mask return at once, so a
 // profile of the rest attributes DRAM bytes and time per phase (docs/cuda.md, "Per phase and per tile"):
-// 1 GMM, 2 GMM_TRANS_B, 4 GMM_WEIGHT_GRAD, 8 SWIGLU, 16 SWIGLU_GRAD.
+// 1 GMM (and GMM_SWIGLU), 2 GMM_TRANS_B (and GMM_SWIGLU_GRAD), 4 GMM_WEIGHT_GRAD, 8 SWIGLU, 16 SWIGLU_GRAD.
 #define HPMOE_EXPERIMENT_SKIP 0
 #endif
 // HPMOE_EXPERIMENT_PROFILE=1: per-phase cycles of the GMM tiles, printed per launch (tile_profile.cuh).

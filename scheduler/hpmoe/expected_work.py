@@ -36,12 +36,11 @@ def expected_valid_rows(cfg: MoeConfig, ref: Ref) -> float:
 
 def expected_cost(cfg: MoeConfig, task: Task) -> float:
     t = task.task_type
-    if t in (TaskType.GMM, TaskType.GMM_TRANS_B):
+    # Output 0 holds the GEMM's columns: H's block (GMM1, fused or not), dA's, or dH's gate half of the fused
+    # gradient (as many as dA's).
+    if t in (TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.GMM_SWIGLU, TaskType.GMM_SWIGLU_GRAD):
         rows = expected_valid_rows(cfg, task.inputs[0])
         return TASK_OVERHEAD + rows * task.inputs[0].cols * task.outputs[0].cols
-    if t in (TaskType.GMM_SWIGLU, TaskType.GMM_SWIGLU_GRAD):  # GEMM columns: H's block (fwd), dA's (bwd)
-        rows = expected_valid_rows(cfg, task.inputs[0])
-        return TASK_OVERHEAD + rows * task.inputs[0].cols * task.outputs[0].cols * (2 if t == TaskType.GMM_SWIGLU else 1)
     if t == TaskType.GMM_WEIGHT_GRAD:
         expert_rows = cfg.ep * balanced_rows_per_pair(cfg) / cfg.experts_per_rank
         return TASK_OVERHEAD + expert_rows * task.outputs[0].rows * task.outputs[0].cols
