@@ -105,7 +105,10 @@ __device__ void SwigluGradEpilogue(const Gemm& g, const T* h, T* dh, int64_t int
   __syncthreads();
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
   const int r = lane / 4, t = lane % 4;
-#pragma unroll 4
+  // Fully unrolled: a runtime index into the accumulators would make ptxas serialise every wgmma of the
+  // worker kernel (ptxas C7514): with it, op kernels fwd+bwd Mixtral-8x7B 4096 tokens 22.5-23.5 ms against 17.9-18.2,
+  // DeepSeek-V3 8192 38.0-38.7 against 33.1-33.2 (one H200, alternating; benchmarks/RESULTS.md, session 8).
+#pragma unroll
   for (int j = 0; j < kBN / 8; ++j) {
     const int col = 8 * j + 2 * t;  // dA column in the tile; its gate at (col / 128) * 256 + col % 128, up + 128
     const uint32_t offset = uint32_t((col / kFusedGroup) * 2 * kFusedGroup + col % kFusedGroup) * 2;
