@@ -47,18 +47,21 @@ int hpmoe_cuda_device_count(void) {
 }
 
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
-                              const int32_t* devices, uint32_t external_mask, char* err, int errlen) {
+                              const int32_t* devices, uint32_t external_mask, const uint64_t* placed, char* err,
+                              int errlen) {
   return NewGroup(config16, [&](CudaGroup& g, const hpmoe::ssc::SscConfig& cfg) {
     const std::vector<int> devs(devices, devices + (cfg.ep <= hpmoe::cuda::kMaxRanks ? cfg.ep : 0));
-    const std::string e = g.SetExternalSlots(external_mask);
+    std::string e = g.SetExternalSlots(external_mask);
+    if (e.empty()) e = g.SetPlacedSlots(placed);
     return e.empty() ? g.Create(cfg, counters_fwd, counters_bwd, devs) : e;
   }, err, errlen);
 }
 
 void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
-                             int32_t device, uint32_t external_mask, char* err, int errlen) {
+                             int32_t device, uint32_t external_mask, const uint64_t* placed, char* err, int errlen) {
   return NewGroup(config16, [&](CudaGroup& g, const hpmoe::ssc::SscConfig& cfg) {
-    const std::string e = g.SetExternalSlots(external_mask);
+    std::string e = g.SetExternalSlots(external_mask);
+    if (e.empty()) e = g.SetPlacedSlots(placed);
     return e.empty() ? g.CreateLocal(cfg, counters_fwd, counters_bwd, rank, device) : e;
   }, err, errlen);
 }

@@ -20,12 +20,15 @@ int hpmoe_cuda_device_count(void);
 
 // config16: the 16 uint32 of ssc::SscConfig; devices: the GPU of each rank (ep entries).
 // external_mask: bit s = slot s lives outside the heaps (bound by every launch that uses it; 0: none).
+// placed: NULL, or 26 device addresses: slot s lives at placed[s] for the group's lifetime where non-zero
+// (workspace slots only, device_rank.cuh PlaceableSlot; a group with one rank in this process).
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
-                              const int32_t* devices, uint32_t external_mask, char* err, int errlen);
+                              const int32_t* devices, uint32_t external_mask, const uint64_t* placed, char* err,
+                              int errlen);
 // One rank of a group whose ranks are processes (one GPU each): allocates `rank`'s heap on `device`; map the
 // peers' heaps with hpmoe_cuda_ipc_open before loading SSCs of other ranks' data or running.
 void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
-                             int32_t device, uint32_t external_mask, char* err, int errlen);
+                             int32_t device, uint32_t external_mask, const uint64_t* placed, char* err, int errlen);
 // handle: 64 bytes (cudaIpcMemHandle_t) of this process's rank heap / of a peer's.
 int hpmoe_cuda_ipc_export(void* group, uint8_t* handle, char* err, int errlen);
 int hpmoe_cuda_ipc_open(void* group, uint32_t peer, const uint8_t* handle, char* err, int errlen);

@@ -67,6 +67,18 @@ std::string CudaGroup::SetExternalSlots(uint32_t mask) {
   return "";
 }
 
+std::string CudaGroup::SetPlacedSlots(const uint64_t* addresses) {
+  placed_mask_ = 0;
+  for (uint32_t s = 0; s < ssc::kSlotCount; ++s) {
+    placed_[s] = addresses != nullptr ? addresses[s] : 0;
+    if (placed_[s] == 0) continue;
+    if (placed_[s] % 16) return Format("slot %s placed at 0x%llx: not 16-byte aligned (the copy engine reads it)",
+                                       ssc::SlotName(s), (unsigned long long)placed_[s]);
+    placed_mask_ |= 1u << s;
+  }
+  return "";
+}
+
 std::string CudaGroup::Configure(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd) {
   if (cfg.ep == 0 || cfg.ep > kMaxRanks) return Format("ep=%u: the CUDA backend runs 1..%u ranks", cfg.ep, kMaxRanks);
   if (cfg.dtype != ssc::kBF16 && cfg.dtype != ssc::kFP16)
@@ -74,7 +86,15 @@ std::string CudaGroup::Configure(const ssc::SscConfig& cfg, uint32_t counters_fw
   if (cfg.hidden % 8 || cfg.inter % 8 || cfg.wgrad_tile % 8)
     return Format("hidden=%u, inter=%u and wgrad_tile=%u must be multiples of 8 (16-byte vectors)", cfg.hidden,
                   cfg.inter, cfg.wgrad_tile);
-  std::string err = cpu::ComputeHeapLayout(cfg, counters_fwd, counters_bwd, &layout_, external_mask_);
+  for (uint32_t s = 0; s < ssc::kSlotCount; ++s) {
+    if (!((placed_mask_ >> s) & 1u)) continue;
+    if (!PlaceableSlot(s, cfg.ep))
+      return Format("slot %s cannot be placed outside the heap at ep=%u (saved for backward, or peers write it)",
+                    ssc::SlotName(s), cfg.ep);
+    if ((external_mask_ >> s) & 1u) return Format("slot %s is both external and placed", ssc::SlotName(s));
+  }
+  std::string err =
+      cpu::ComputeHeapLayout(cfg, counters_fwd, counters_bwd, &layout_, external_mask_ | placed_mask_);
   if (!err.empty()) return err;
   cfg_ = cfg;
   ranks_.resize(cfg.ep);
@@ -121,6 +141,7 @@ std::string CudaGroup::AllocateRank(uint32_t r, int device) {
 std::string CudaGroup::Create(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
                               const std::vector<int>& devices) {
   if (devices.size() != cfg.ep) return Format("%zu GPUs given for ep=%u", devices.size(), cfg.ep);
+  if (placed_mask_ && cfg.ep > 1) return "placed slots need a group with one rank in this process";
   std::string err = Configure(cfg, counters_fwd, counters_bwd);
   for (uint32_t r = 0; err.empty() && r < cfg.ep; ++r) err = AllocateRank(r, devices[r]);
   if (!err.empty()) return err;
@@ -238,7 +259,7 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
   d.counter_offset = layout_.counter_offset[direction];
 #if HPMOE_GEMM_TMA
   if (s.tensor_maps == nullptr) {
-    const std::string err = BuildTensorMaps(layout_, s.segment, &s.tensor_maps);
+    const std::string err = BuildTensorMaps(layout_, s.segment, placed_, &s.tensor_maps);
     if (!err.empty()) return err;
   }
 #endif
@@ -254,7 +275,7 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
 }
 
 std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint64_t bytes) {
-  if (slot < ssc::kSlotCount && ((external_mask_ >> slot) & 1u))
+  if (slot < ssc::kSlotCount && (((external_mask_ | placed_mask_) >> slot) & 1u))
     return Format("slot %s lives outside this group's heap (bound per launch): nothing to write", ssc::SlotName(slot));
   if (rank >= ranks_.size() || !IsLocal(rank) || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
     return Format("write of %llu bytes to rank %u slot %u does not match the layout (or the rank is not in this process)",
@@ -266,7 +287,7 @@ std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint
 }
 
 std::string CudaGroup::Read(uint32_t rank, uint32_t slot, void* dst, uint64_t bytes) {
-  if (slot < ssc::kSlotCount && ((external_mask_ >> slot) & 1u))
+  if (slot < ssc::kSlotCount && (((external_mask_ | placed_mask_) >> slot) & 1u))
     return Format("slot %s lives outside this group's heap (bound per launch): nothing to read", ssc::SlotName(slot));
   if (rank >= ranks_.size() || !IsLocal(rank) || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
     return Format("read of %llu bytes from rank %u slot %u does not match the layout (or the rank is not in this process)",
@@ -332,6 +353,8 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
       return Format("slot %s cannot be bound outside the heap (peers write it)", ssc::SlotName(slot));
     b.bound[slot] = reinterpret_cast<uint8_t*>(spec.bound[slot]);
   }
+  for (uint32_t slot = 0; slot < ssc::kSlotCount; ++slot)  // placed slots: their fixed addresses
+    if (placed_[slot] != 0) b.bound[slot] = reinterpret_cast<uint8_t*>(placed_[slot]);
   const ssc::SscView& view = s.ssc[direction].view;
   for (uint32_t i = 0; i < view.num_tensors; ++i) {  // what this direction touches must exist somewhere
     const uint32_t slot = view.tensors[i].slot;

@@ -68,6 +68,10 @@ class CudaGroup {
   // Before Create/CreateLocal: slots (bit s = slot s, BindableSlot ones only) that live outside the heap;
   // every launch of a direction that uses one must bind it. Saves their bytes in every heap.
   std::string SetExternalSlots(uint32_t mask);
+  // Before Create/CreateLocal: PlaceableSlot slots that live at fixed device addresses outside the heap for
+  // the group's lifetime (addresses[s] != 0), e.g. a workspace that groups whose launches never overlap
+  // share; their tensor maps describe those addresses. Only for a group with one rank in this process.
+  std::string SetPlacedSlots(const uint64_t* addresses);
   std::string Create(const ssc::SscConfig& cfg, uint32_t counters_fwd, uint32_t counters_bwd,
                      const std::vector<int>& devices);
   // One rank of a group whose ranks are separate processes (one GPU each, e.g. torchrun): allocates only
@@ -118,6 +122,8 @@ class CudaGroup {
   bool failed_ = false;
   uint32_t* host_status_ = nullptr;
   uint32_t external_mask_ = 0;  // mapped pinned memory, one word per rank (DeviceRank::host_status)
+  uint64_t placed_[ssc::kSlotCount] = {};  // SetPlacedSlots: fixed addresses (0: in the heap or external)
+  uint32_t placed_mask_ = 0;
   int local_rank_ = -1;  // -1: every rank lives in this process
 };
 

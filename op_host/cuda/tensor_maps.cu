@@ -59,11 +59,13 @@ bool HasTensorMaps(const cpu::SlotShape& sh) {
   return half && sh.rows != 0 && sh.cols != 0 && (sh.cols * 2) % 16 == 0;
 }
 
-std::string BuildTensorMaps(const cpu::HeapLayout& layout, const uint8_t* segment, uint8_t** out) {
+std::string BuildTensorMaps(const cpu::HeapLayout& layout, const uint8_t* segment, const uint64_t* placed,
+                            uint8_t** out) {
   std::vector<CUtensorMap> maps(ssc::kSlotCount * kBoxKinds);  // zeroed: unused for other slots
   for (uint32_t slot = 0; slot < ssc::kSlotCount; ++slot) {
     if (!HasTensorMaps(layout.slots[slot])) continue;  // (an external slot's maps are never read: launches bind it)
-    const std::string err = EncodeSlotMaps(layout.slots[slot], segment + layout.slot_offset[slot],
+    const void* base = placed[slot] ? reinterpret_cast<const void*>(placed[slot]) : segment + layout.slot_offset[slot];
+    const std::string err = EncodeSlotMaps(layout.slots[slot], base,
                                            reinterpret_cast<uint8_t(*)[kTensorMapBytes]>(&maps[slot * kBoxKinds]));
     if (!err.empty()) return "heap slot " + std::to_string(slot) + ": " + err;
   }

@@ -11,9 +11,10 @@
 namespace hpmoe {
 namespace cuda {
 
-// Encodes the maps of `segment` (a device pointer with `layout`) into a new device buffer *out (cudaFree
-// it). "" or one line naming what failed.
-std::string BuildTensorMaps(const cpu::HeapLayout& layout, const uint8_t* segment, uint8_t** out);
+// Encodes the maps of `segment` (a device pointer with `layout`; slot s at placed[s] where that is non-zero)
+// into a new device buffer *out (cudaFree it). "" or one line naming what failed.
+std::string BuildTensorMaps(const cpu::HeapLayout& layout, const uint8_t* segment, const uint64_t* placed,
+                            uint8_t** out);
 
 // The kBoxKinds maps of one slot of shape `sh` whose data is at `base` (any device address, e.g. a bound
 // framework tensor), into out[box]. Only for slots with HasTensorMaps.

@@ -30,6 +30,14 @@ __host__ __device__ constexpr bool BindableSlot(uint32_t slot) {
          slot == ssc::kSlotDx || slot == ssc::kSlotDW1 || slot == ssc::kSlotDW2 || slot == ssc::kSlotDTopkWeights;
 }
 
+// Workspace slots a group may place in memory shared with other groups (the PyTorch op's heap generations,
+// whose launches run one after another on one stream): neither saved from forward for backward nor, at
+// ep > 1, written by peers (at ep 1 a put to this rank writes the slot's own address).
+__host__ __device__ constexpr bool PlaceableSlot(uint32_t slot, uint32_t ep) {
+  return slot == ssc::kSlotYExpert || slot == ssc::kSlotDA || slot == ssc::kSlotDH || slot == ssc::kSlotDxExpert ||
+         (ep == 1 && (slot == ssc::kSlotRecvDy || slot == ssc::kSlotRetDx));
+}
+
 enum CudaFault : uint32_t {
   kCudaFaultNone = 0,
   kCudaFaultDropPut = 1,  // the `fault_after`-th put on this rank sends nothing and signals nothing

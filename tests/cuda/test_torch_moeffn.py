@@ -373,3 +373,55 @@ def test_heaps_leave_out_what_calls_bind():
             g.write(0, Slot.X, np.zeros((T, h), np.uint16))
         with pytest.raises(CudaFailure, match="slot x lives outside the heap: a fwd launch must bind it"):
             g.launch(0, "fwd", torch.cuda.current_stream().cuda_stream, {})
+
+
+@needs_gpu
+@pytest.mark.parametrize("fused", [False, True])
+def test_generations_share_one_workspace_bitwise(fused):
+    """Two forwards in flight hold two heap generations that share one workspace (workspace.py): outputs and
+    gradients bit for bit those of generations that each own one, the generations smaller by the shared slots;
+    a slot that a forward saves cannot be placed outside its heap (one line)."""
+    from hpmoe.cuda.group import CudaGroup
+    from hpmoe.cuda.native import CudaFailure
+    from hpmoe.ssc_format import Slot
+    from hpmoe.torch import moe_ffn
+    from hpmoe.torch.runtime import MoeFfnRuntime
+    from hpmoe.workspace import plan_workspace, slot_bytes
+    from hpmoe.graphs import tensor_specs
+    torch.manual_seed(21)
+    T, h, inter, E, k = 256, 128, 128, 4, 2
+    w1 = (torch.randn(E, h, 2 * inter, device="cuda") * h ** -0.5).bfloat16()
+    w2 = (torch.randn(E, inter, h, device="cuda") * inter ** -0.5).bfloat16()
+    mbs = []
+    for seed in (22, 23):
+        ids, w = routing(T, E, k, seed)
+        mbs.append((torch.randn(T, h, device="cuda").bfloat16(), ids, w, torch.randn(T, h, device="cuda").bfloat16()))
+
+    def run(rt):
+        p1, p2 = w1.clone().requires_grad_(), w2.clone().requires_grad_()
+        xs = [x.clone().requires_grad_() for x, *_ in mbs]
+        ws = [w.clone().requires_grad_() for _, _, w, _ in mbs]
+        ys = [moe_ffn(x, ids, tw, p1, p2, rt) for x, (_, ids, _, _), tw in zip(xs, mbs, ws)]
+        for y, (*_, dy) in zip(ys, mbs):
+            y.backward(dy)
+        rt.check()
+        return ys + [x.grad for x in xs] + [tw.grad for tw in ws] + [p1.grad, p2.grad]
+
+    shared = MoeFfnRuntime(h, inter, E, k, num_aic=8, num_aiv=4, fuse_swiglu=fused)
+    own = MoeFfnRuntime(h, inter, E, k, num_aic=8, num_aiv=4, fuse_swiglu=fused, share_workspace=False)
+    for a, b in zip(run(shared), run(own)):
+        assert torch.equal(a, b), "a shared workspace changed the bits"
+    (key, gens), = shared._all.items()
+    assert len(gens) == 2 and gens[0].placed == gens[1].placed and gens[0].placed  # both on one workspace
+    cfg = shared.config(*key[:1], None, key[2])
+    plan = plan_workspace(cfg)
+    assert shared.workspace_bytes() == plan.nbytes and own.workspace_bytes() == 0
+    specs = tensor_specs(cfg)
+    placed_bytes = sum(slot_bytes(specs[s]) for s in plan.offsets)
+    saved = own.generation_bytes() - shared.generation_bytes()
+    assert 2 * (placed_bytes - 64 * len(plan.offsets)) <= saved <= 2 * placed_bytes, f"{saved=} {placed_bytes=}"
+    buf = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+    with pytest.raises(CudaFailure, match="slot h cannot be placed outside the heap"):
+        CudaGroup(cfg, [0], placed={Slot.H: buf.data_ptr()})
+    with pytest.raises(CudaFailure, match="not 16-byte aligned"):
+        CudaGroup(cfg, [0], placed={Slot.DA: buf.data_ptr() + 8})

@@ -31,9 +31,12 @@ class CudaGroup:
 
     def __init__(self, cfg: MoeConfig, devices: list[int] | None = None,
                  schedules: list[RankSchedule] | None = None, *, local_rank: int | None = None,
-                 exchange: Callable[[bytes], list[bytes]] | None = None, external: tuple[Slot, ...] = ()):
+                 exchange: Callable[[bytes], list[bytes]] | None = None, external: tuple[Slot, ...] = (),
+                 placed: dict[Slot, int] | None = None):
         """external: slots that live outside the heaps (every launch that uses one binds it: `launch(bound=)`;
-        write/read/run refuse them), e.g. the tensors a PyTorch call passes in and gets back."""
+        write/read/run refuse them), e.g. the tensors a PyTorch call passes in and gets back. placed: workspace
+        slots at fixed device addresses for the group's lifetime (workspace.py: memory that groups whose
+        launches never overlap share); one rank in this process only."""
         self.cfg = cfg
         self.failed = False  # a launch failed (poll saw it): counters inconsistent, the group is done
         self.external = tuple(external)
@@ -50,13 +53,17 @@ class CudaGroup:
         self.counters = counters
         self.specs = tensor_specs(cfg)
         err = ctypes.create_string_buffer(ERR_LEN)
+        self.placed = dict(placed or {})
+        where = (ctypes.c_uint64 * len(Slot))()
+        for slot, address in self.placed.items():
+            where[int(slot)] = address
         if local_rank is None:
             devs = (ctypes.c_int32 * cfg.ep)(*self.devices)
             self.handle = lib().hpmoe_cuda_group_create(config_words(cfg), counters["fwd"], counters["bwd"], devs,
-                                                        mask, err, ERR_LEN)
+                                                        mask, where, err, ERR_LEN)
         else:
             self.handle = lib().hpmoe_cuda_rank_create(config_words(cfg), counters["fwd"], counters["bwd"],
-                                                       local_rank, self.devices[0], mask, err, ERR_LEN)
+                                                       local_rank, self.devices[0], mask, where, err, ERR_LEN)
         if not self.handle:
             raise CudaFailure(err.value.decode())
         if local_rank is not None:

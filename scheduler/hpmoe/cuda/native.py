@@ -42,9 +42,10 @@ def lib() -> ctypes.CDLL:
         u32, u64, vp, cp, i32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
         pu32 = ctypes.POINTER(u32)
         L.hpmoe_cuda_device_count.argtypes = []
-        L.hpmoe_cuda_group_create.argtypes = [pu32, u32, u32, ctypes.POINTER(ctypes.c_int32), u32, cp, i32]
+        pu64 = ctypes.POINTER(u64)
+        L.hpmoe_cuda_group_create.argtypes = [pu32, u32, u32, ctypes.POINTER(ctypes.c_int32), u32, pu64, cp, i32]
         L.hpmoe_cuda_group_create.restype = vp
-        L.hpmoe_cuda_rank_create.argtypes = [pu32, u32, u32, u32, ctypes.c_int32, u32, cp, i32]
+        L.hpmoe_cuda_rank_create.argtypes = [pu32, u32, u32, u32, ctypes.c_int32, u32, pu64, cp, i32]
         L.hpmoe_cuda_rank_create.restype = vp
         L.hpmoe_cuda_ipc_export.argtypes = [vp, ctypes.c_char_p, cp, i32]
         L.hpmoe_cuda_ipc_open.argtypes = [vp, u32, ctypes.c_char_p, cp, i32]

@@ -11,7 +11,8 @@ Only what peers write (receive buffers, counters) and the expert-side intermedia
 Several forwards may be in flight before their backwards (pipeline schedules, gradient accumulation): each
 forward leases one heap **generation** (a CudaGroup with its own heap and epochs) and holds it until its
 backward ran (or, eagerly, until its autograd graph is dropped); generations are created on demand
-and reused, so one in flight costs one heap, two cost two (`MoeFfnRuntime.heap_bytes()`).
+and reused, so one in flight costs one heap, two cost two (`MoeFfnRuntime.generation_bytes()`); the slots
+no launch keeps (workspace.py) are one copy that every generation of a shape uses (`workspace_bytes()`).
 
 EP group: `group` (a torch.distributed process group; default the whole world when torch.distributed is
 initialised, else a group of one). Each process is one rank on its current GPU (torchrun); heaps are mapped
