@@ -37,7 +37,8 @@ setup() {
   fi
   log "building C++ (build/)"
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$BUILD" -j "$JOBS" >/dev/null
+  cmake --build "$BUILD" -j "$JOBS" > "$BUILD/build.log" 2>&1 || { tail -40 "$BUILD/build.log" >&2; exit 1; }
+  op_host/cuda/refuse_serialised_wgmma.sh "$BUILD/build.log"
   if [ -n "${ASCEND_HOME_PATH:-}" ]; then  # issue 9: the AscendC op package, only where CANN is installed
     log "building the AscendC op package (CANN at $ASCEND_HOME_PATH)"
     op_host/ascend/package/build_package.sh "$BUILD/ascend_op_package"

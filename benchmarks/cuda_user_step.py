@@ -35,11 +35,18 @@ from cuda_torch_path import gemm_flops  # noqa: E402
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.cuda.group import CudaGroup  # noqa: E402
 from hpmoe.runtime.routing import make_routing  # noqa: E402
+from hpmoe.ssc_format import FUSED_SWIGLU_GROUP, TaskType  # noqa: E402
 from hpmoe.torch import MoEFFN  # noqa: E402
 
 
-# Expert shapes of public MoE models (h, I, local experts, top-k), as in issue 16's table.
-SHAPES = {"deepseek-v3": (7168, 2048, 8, 8), "qwen3-30b-a3b": (2048, 768, 16, 8), "mixtral-8x7b": (4096, 14336, 8, 2)}
+# Expert shapes of public MoE models (h, I, local experts, top-k; all of a layer's routed experts on one GPU),
+# from each model's config.json (hidden_size, moe_intermediate_size or intermediate_size, the routed experts,
+# num_experts_per_tok): issue 16's table, then the other models it asks us to try. gpt-oss's experts use a
+# clamped SwiGLU with biases; only their shape is measured here.
+SHAPES = {"deepseek-v3": (7168, 2048, 8, 8), "qwen3-30b-a3b": (2048, 768, 16, 8), "mixtral-8x7b": (4096, 14336, 8, 2),
+          "mixtral-8x22b": (6144, 16384, 8, 2), "dbrx": (6144, 10752, 16, 4), "qwen3-235b-a22b": (4096, 1536, 128, 8),
+          "deepseek-v2-lite": (2048, 1408, 64, 6), "qwen1.5-moe-a2.7b": (2048, 1408, 60, 4),
+          "olmoe-1b-7b": (2048, 1024, 64, 8), "gpt-oss-20b": (2880, 2880, 32, 4)}
 
 
 def timed(fn, repeat: int, warmup: int = 2) -> float:
@@ -70,7 +77,7 @@ def kernels_alone(m: MoEFFN, tokens: int, ids: np.ndarray, weights: np.ndarray, 
                     bf16(rng.standard_normal((E, I, h)) * I ** -0.5), bf16(rng.standard_normal((tokens, h))),
                     ids, weights)
         fwd_ms, bwd_ms, stamps, sched = time_group_kernels(g, repeat)
-    gmm = sched.tasks["task_type"] == 3
+    gmm = np.isin(sched.tasks["task_type"], (int(TaskType.GMM), int(TaskType.GMM_SWIGLU)))  # the forward's GMM1/GMM2
     span_ms = float(stamps[gmm, 1].max() - stamps[gmm, 0].min()) / 1e6
     return fwd_ms, bwd_ms, span_ms
 
@@ -95,7 +102,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     cfg = make_config(None, {"ep": 1, "tokens": tokens, "hidden": h, "inter": inter, "experts_per_rank": E,
                              "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, routing, 0)
-    m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block)
+    m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block,
+               fuse_swiglu=args.fuse_swiglu and inter % FUSED_SWIGLU_GROUP == 0)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -121,7 +129,7 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     row = {"shape": shape, "tokens": tokens, "routing": routing, "wgrad_tile": mcfg.wgrad_tile,
            "schedule": ("pipelines" if mcfg.row_pipelines else "mixed") + ("+pool" if mcfg.claim_pool else "")
            + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")
-           + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "")}
+           + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "") + (" fused" if mcfg.fuse_swiglu else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
     # Forward+backward: the two paths alternate call by call (clock and temperature drift hit both alike);
@@ -191,6 +199,8 @@ def main() -> int:
     p.add_argument("--wgrad-tile", type=int, default=0, help="output rows per weight-gradient tile (0: default)")
     p.add_argument("--wgrad-n-block", type=int, default=None,
                    help="output columns per weight-gradient task (0: whole widths; default: MoEFFN's, wgrad_split.py)")
+    p.add_argument("--fuse-swiglu", action="store_true",
+                   help="MoEFFN(fuse_swiglu=True) where I is a multiple of 128 (else the default schedule)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     commit = os.environ.get("HPMOE_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],

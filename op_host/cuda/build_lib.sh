@@ -19,5 +19,6 @@ out="${1:-$root/build/op_host/cuda}"
 mkdir -p "$out"
 for f in $sources; do [ -f "$f" ] || { echo "build_lib.sh: source $f (from CMakeLists) is missing" >&2; exit 1; }; done
 nvcc -O3 -std=c++17 ${NVCC_EXTRA:-} -gencode=arch=compute_90a,code=sm_90a -shared -Xcompiler -fPIC,-Wall \
-  -I"$root/op_kernel" -I"$root/op_host" $sources -o "$out/libhpmoe_cuda.so"
+  -I"$root/op_kernel" -I"$root/op_host" $sources -o "$out/libhpmoe_cuda.so" 2>&1 | tee "$out/build.log"
+"$root/op_host/cuda/refuse_serialised_wgmma.sh" "$out/build.log"
 echo "$out/libhpmoe_cuda.so"

@@ -24,12 +24,15 @@ const char* kDirNames[2] = {"fwd", "bwd"};
   } while (0)
 
 template <class T>
-const void* KernelFor() {
-  return reinterpret_cast<const void*>(&WorkerKernel<T>);
+const void* KernelFor(bool fused) {
+  return fused ? reinterpret_cast<const void*>(&WorkerKernel<T, true>)
+               : reinterpret_cast<const void*>(&WorkerKernel<T, false>);
 }
 
-const void* Kernel(uint32_t dtype) {
-  return dtype == ssc::kFP16 ? KernelFor<__half>() : KernelFor<__nv_bfloat16>();
+// The worker kernel for a config: fused SwiGLU SSCs get the instantiation that holds those handlers.
+const void* Kernel(const ssc::SscConfig& cfg) {
+  const bool fused = (cfg.flags & ssc::kConfigFusedSwiglu) != 0;
+  return cfg.dtype == ssc::kFP16 ? KernelFor<__half>(fused) : KernelFor<__nv_bfloat16>(fused);
 }
 
 }  // namespace
@@ -179,7 +182,7 @@ std::string CudaGroup::CheckCoResidency(uint32_t rank, uint32_t direction) const
   cudaDeviceProp prop;
   HPMOE_CUDA_TRY(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
   cudaSetDevice(dev);
-  const void* kernel = Kernel(cfg_.dtype);
+  const void* kernel = Kernel(cfg_);
   HPMOE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kWorkerSmemBytes)),
                  "raising the kernel's shared-memory limit");
   int per_sm = 0;
@@ -405,7 +408,7 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
   lc.stream = stream;
   lc.attrs = &coop;
   lc.numAttrs = 1;
-  const cudaError_t e = cudaLaunchKernelExC(&lc, Kernel(cfg_.dtype), args);
+  const cudaError_t e = cudaLaunchKernelExC(&lc, Kernel(cfg_), args);
   if (e != cudaSuccess) {
     failed_ = true;
     return Format("rank %u: launching the persistent kernel: %s (%s)", rank, cudaGetErrorName(e), cudaGetErrorString(e));

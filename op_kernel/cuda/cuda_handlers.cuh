@@ -12,7 +12,7 @@
 namespace hpmoe {
 namespace cuda {
 
-template <class T>
+template <class T, bool kFusedSwiglu = false>
 class CudaHandlers {
  public:
   __device__ CudaHandlers(const DeviceRank& d, CudaSync& sync, uint8_t* smem) : d_(d), sync_(sync), smem_(smem) {}
@@ -41,11 +41,17 @@ class CudaHandlers {
   __device__ int32_t SwigluGrad(const rt::TaskCall& c) {
     return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 16) ? 0 : RunSwigluGrad<T>(d_, smem_, *c.task); });
   }
+  // Only in the fused instantiation (worker_kernel.cuh); the host launches it for fused SSCs, so the other
+  // one never meets these task types (the loader's access table refuses them in unfused files).
   __device__ int32_t GmmSwiglu(const rt::TaskCall& c) {
-    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 1) ? 0 : RunFusedSwiglu<T, false>(d_, smem_, *c.task); });
+    if constexpr (!kFusedSwiglu) return rt::kErrRegion;
+    else
+      return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 1) ? 0 : RunFusedSwiglu<T, false>(d_, smem_, *c.task); });
   }
   __device__ int32_t GmmSwigluGrad(const rt::TaskCall& c) {
-    return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 2) ? 0 : RunFusedSwiglu<T, true>(d_, smem_, *c.task); });
+    if constexpr (!kFusedSwiglu) return rt::kErrRegion;
+    else
+      return Traced(c, [&] { return (HPMOE_EXPERIMENT_SKIP & 2) ? 0 : RunFusedSwiglu<T, true>(d_, smem_, *c.task); });
   }
   __device__ int32_t CombineReduce(const rt::TaskCall& c) {
     return Traced(c, [&] { return RunCombineReduce<T>(d_, *c.task); });

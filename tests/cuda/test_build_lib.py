@@ -28,3 +28,17 @@ def test_build_lib_sources_are_cmakes():
     assert {Path(p).resolve() for p in listed} == expected
     assert len(listed) == len(expected) and all(Path(p).is_file() for p in listed)
     assert ROOT / "op_host/validate/check_events.cpp" in expected
+
+
+def test_builds_refuse_a_kernel_whose_wgmma_ptxas_serialised(tmp_path):
+    """ptxas's advisory C7514 (wgmma serialised for the whole worker kernel) fails both builds: it once cost
+    15-20% of every GMM tile for a session unnoticed."""
+    check = ROOT / "op_host/cuda/refuse_serialised_wgmma.sh"
+    bad, good = tmp_path / "bad.log", tmp_path / "good.log"
+    bad.write_text("ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized\n")
+    good.write_text("ptxas info    : Used 255 registers\n")
+    refused = subprocess.run(["bash", str(check), str(bad)], capture_output=True, text=True)
+    assert refused.returncode == 1 and "C7514" in refused.stderr
+    assert subprocess.run(["bash", str(check), str(good)]).returncode == 0
+    for script in ("build.sh", "op_host/cuda/build_lib.sh"):
+        assert "refuse_serialised_wgmma.sh" in (ROOT / script).read_text(), f"{script} does not run the check"
