@@ -279,7 +279,7 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
 
 std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint64_t bytes) {
   if (slot < ssc::kSlotCount && (((external_mask_ | placed_mask_) >> slot) & 1u))
-    return Format("slot %s lives outside this group's heap (bound per launch): nothing to write", ssc::SlotName(slot));
+    return Format("slot %s lives outside this group's heap (bound per launch, or placed): nothing to write", ssc::SlotName(slot));
   if (rank >= ranks_.size() || !IsLocal(rank) || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
     return Format("write of %llu bytes to rank %u slot %u does not match the layout (or the rank is not in this process)",
                   (unsigned long long)bytes, rank, slot);
@@ -291,7 +291,7 @@ std::string CudaGroup::Write(uint32_t rank, uint32_t slot, const void* src, uint
 
 std::string CudaGroup::Read(uint32_t rank, uint32_t slot, void* dst, uint64_t bytes) {
   if (slot < ssc::kSlotCount && (((external_mask_ | placed_mask_) >> slot) & 1u))
-    return Format("slot %s lives outside this group's heap (bound per launch): nothing to read", ssc::SlotName(slot));
+    return Format("slot %s lives outside this group's heap (bound per launch, or placed): nothing to read", ssc::SlotName(slot));
   if (rank >= ranks_.size() || !IsLocal(rank) || slot >= ssc::kSlotCount || bytes != layout_.slots[slot].bytes)
     return Format("read of %llu bytes from rank %u slot %u does not match the layout (or the rank is not in this process)",
                   (unsigned long long)bytes, rank, slot);
