@@ -8,7 +8,7 @@ import pytest
 from hpmoe.config import make_config
 from hpmoe.graphs import build_graph, tensor_specs
 from hpmoe.ssc_format import Role, Slot
-from hpmoe.workspace import ALIGN, plan_workspace, slot_bytes
+from hpmoe.workspace import ALIGN, plan_workspace
 
 BASE = dict(tokens=512, hidden=256, inter=128, experts_per_rank=4, topk=4, dtype="bf16", tile_m=128, wgrad_tile=128,
             num_aic=8, num_aiv=4, mixed_queues=True, claim_pool=True)
@@ -19,7 +19,7 @@ PLACEABLE_EP1 = PLACEABLE_ANY_EP | {Slot.RECV_DY, Slot.RET_DX}
 
 def _regions(plan, cfg, slots):
     specs = tensor_specs(cfg)
-    return sorted((plan.offsets[s], plan.offsets[s] + slot_bytes(specs[s])) for s in slots)
+    return sorted((plan.offsets[s], plan.offsets[s] + specs[s].nbytes) for s in slots)
 
 
 @pytest.mark.parametrize("ep", [1, 2, 4])
@@ -44,7 +44,7 @@ def test_shared_slots_hold_nothing_across_launches_and_never_overlap_within_a_di
         assert all(start % ALIGN == 0 for start, _ in regions)
         assert regions[-1][1] <= plan.nbytes
     # The workspace is the larger direction, not the sum: a forward and a backward never run at once.
-    per_dir = [sum(slot_bytes(specs[s]) for s in shared if s in used[d]) for d in ("fwd", "bwd")]
+    per_dir = [sum(specs[s].nbytes for s in shared if s in used[d]) for d in ("fwd", "bwd")]
     assert max(per_dir) <= plan.nbytes < max(per_dir) + ALIGN * len(shared)
 
 

@@ -37,6 +37,12 @@ void* NewGroup(const uint32_t* config16, Create&& create, char* err, int errlen)
   return g;
 }
 
+// What lives outside the heaps: bound per launch (external_mask) or at fixed addresses (placed).
+std::string SetSlotHomes(CudaGroup& g, uint32_t external_mask, const uint64_t* placed) {
+  const std::string e = g.SetExternalSlots(external_mask);
+  return e.empty() ? g.SetPlacedSlots(placed) : e;
+}
+
 }  // namespace
 
 extern "C" {
@@ -51,8 +57,7 @@ void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, u
                               int errlen) {
   return NewGroup(config16, [&](CudaGroup& g, const hpmoe::ssc::SscConfig& cfg) {
     const std::vector<int> devs(devices, devices + (cfg.ep <= hpmoe::cuda::kMaxRanks ? cfg.ep : 0));
-    std::string e = g.SetExternalSlots(external_mask);
-    if (e.empty()) e = g.SetPlacedSlots(placed);
+    const std::string e = SetSlotHomes(g, external_mask, placed);
     return e.empty() ? g.Create(cfg, counters_fwd, counters_bwd, devs) : e;
   }, err, errlen);
 }
@@ -60,8 +65,7 @@ void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, u
 void* hpmoe_cuda_rank_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint32_t rank,
                              int32_t device, uint32_t external_mask, const uint64_t* placed, char* err, int errlen) {
   return NewGroup(config16, [&](CudaGroup& g, const hpmoe::ssc::SscConfig& cfg) {
-    std::string e = g.SetExternalSlots(external_mask);
-    if (e.empty()) e = g.SetPlacedSlots(placed);
+    const std::string e = SetSlotHomes(g, external_mask, placed);
     return e.empty() ? g.CreateLocal(cfg, counters_fwd, counters_bwd, rank, device) : e;
   }, err, errlen);
 }

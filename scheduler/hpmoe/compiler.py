@@ -15,7 +15,7 @@ from .wgrad_split import wgrad_col_blocks
 from .graphs import build_graph
 from .odg import OperatorGraph
 from .split import propagate_splits
-from .ssc_format import (DTYPE_BYTES, EVENT_DTYPE, EVENT_REMOTE_TRIGGERED, MAX_INPUTS, MAX_OUTPUTS, MAX_TRIGGERS,
+from .ssc_format import (EVENT_DTYPE, EVENT_REMOTE_TRIGGERED, MAX_INPUTS, MAX_OUTPUTS, MAX_TRIGGERS,
                          MAX_WAITS, NO_EVENT, NO_SLOT, QUEUE_DTYPE, TASK_DTYPE, TENSOR_DTYPE, TENSOR_SYMMETRIC,
                          TILING_DTYPE, Direction, QueueType, TaskType)
 from .task_access import check_tasks
@@ -60,7 +60,7 @@ def _tensor_records(graph: OperatorGraph) -> np.ndarray:
         rec[i]["flags"] = TENSOR_SYMMETRIC if t.symmetric else 0
         rec[i]["ndim"] = len(t.shape)
         rec[i]["dims"][:len(t.shape)] = t.shape
-        rec[i]["bytes"] = int(np.prod(t.shape)) * DTYPE_BYTES[t.dtype]
+        rec[i]["bytes"] = t.nbytes
         rec[i]["name"] = t.name.encode()
     return rec
 

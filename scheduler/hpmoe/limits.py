@@ -14,7 +14,6 @@ from pathlib import Path
 from .config import MoeConfig
 from .errors import ConfigError
 from .graphs import build_graph, tensor_specs
-from .ssc_format import DType
 
 COMPILE_BYTES_PER_TASK = 3 * 1024      # peak resident bytes per scheduled task (measured 1.5-2.2 KB)
 SIMULATE_BYTES_PER_TASK = 6 * 1024     # the simulator keeps per-task timelines next to the compiled tasks
@@ -22,7 +21,6 @@ FILL_SECONDS_PER_VISIT = 1e-6          # fill walks every rank's tiles even for 
 SCHEDULE_SECONDS_PER_TASK = 60e-6      # measured 53 us per task for a whole deepseek-v3 EP16 group
 MAX_COMPILE_SECONDS = 3600.0           # beyond an hour a config is a typo, not a plan
 MAX_TWIN_THREADS = 4096                # the CPU twin runs one thread per worker of every rank
-DTYPE_BYTES = {DType.FP32: 4, DType.FP16: 2, DType.BF16: 2, DType.INT32: 4}
 
 
 def available_bytes() -> int:
@@ -76,13 +74,7 @@ def check_compile(cfg: MoeConfig, num_ranks: int, bytes_per_task: int = COMPILE_
 
 
 def heap_bytes_per_rank(cfg: MoeConfig) -> int:
-    total = 0
-    for spec in tensor_specs(cfg).values():
-        n = DTYPE_BYTES[spec.dtype]
-        for dim in spec.shape:
-            n *= dim
-        total += n
-    return total
+    return sum(spec.nbytes for spec in tensor_specs(cfg).values())
 
 
 def check_run(cfg: MoeConfig) -> None:

@@ -10,7 +10,7 @@ from typing import Callable, Optional
 
 from .config import MoeConfig
 from .errors import ScheduleError
-from .ssc_format import DType, QueueType, Role, Slot, TaskType
+from .ssc_format import DTYPE_BYTES, DType, QueueType, Role, Slot, TaskType
 
 
 @dataclasses.dataclass(eq=False)
@@ -43,6 +43,13 @@ class TensorSpec:
     @property
     def cols(self) -> int:
         return self.shape[-1]
+
+    @property
+    def nbytes(self) -> int:
+        n = DTYPE_BYTES[self.dtype]
+        for d in self.shape:
+            n *= d
+        return n
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ import dataclasses
 from .config import MoeConfig, round_up
 from .graphs import build_graph
 from .odg import TensorSpec
-from .ssc_format import DTYPE_BYTES, Role, Slot
+from .ssc_format import Role, Slot
 
 ALIGN = 256  # bytes: each slot starts on a 256-byte boundary (the copy engine needs 16)
 DIRECTIONS = ("fwd", "bwd")
@@ -30,13 +30,6 @@ class WorkspacePlan:
 def placeable(spec: TensorSpec, ep: int) -> bool:
     """Holds nothing across launches, and no peer writes it (at EP 1 a put writes its own address)."""
     return spec.role == Role.WORKSPACE and (ep == 1 or not spec.symmetric)
-
-
-def slot_bytes(spec: TensorSpec) -> int:
-    n = DTYPE_BYTES[spec.dtype]
-    for d in spec.shape:
-        n *= d
-    return n
 
 
 def plan_workspace(cfg: MoeConfig) -> WorkspacePlan:
@@ -54,6 +47,6 @@ def plan_workspace(cfg: MoeConfig) -> WorkspacePlan:
         for slot in sorted(specs):
             if users[slot] == {direction} and placeable(specs[slot], cfg.ep):
                 offsets[slot] = at
-                at = round_up(at + slot_bytes(specs[slot]), ALIGN)
+                at = round_up(at + specs[slot].nbytes, ALIGN)
         nbytes = max(nbytes, at)
     return WorkspacePlan(offsets, nbytes)

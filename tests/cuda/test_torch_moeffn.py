@@ -386,7 +386,7 @@ def test_generations_share_one_workspace_bitwise(fused):
     from hpmoe.ssc_format import Slot
     from hpmoe.torch import moe_ffn
     from hpmoe.torch.runtime import MoeFfnRuntime
-    from hpmoe.workspace import plan_workspace, slot_bytes
+    from hpmoe.workspace import plan_workspace
     from hpmoe.graphs import tensor_specs
     torch.manual_seed(21)
     T, h, inter, E, k = 256, 128, 128, 4, 2
@@ -413,11 +413,11 @@ def test_generations_share_one_workspace_bitwise(fused):
         assert torch.equal(a, b), "a shared workspace changed the bits"
     (key, gens), = shared._all.items()
     assert len(gens) == 2 and gens[0].placed == gens[1].placed and gens[0].placed  # both on one workspace
-    cfg = shared.config(*key[:1], None, key[2])
+    cfg = shared.config(*key)  # the config its generations were made with
     plan = plan_workspace(cfg)
     assert shared.workspace_bytes() == plan.nbytes and own.workspace_bytes() == 0
     specs = tensor_specs(cfg)
-    placed_bytes = sum(slot_bytes(specs[s]) for s in plan.offsets)
+    placed_bytes = sum(specs[s].nbytes for s in plan.offsets)
     saved = own.generation_bytes() - shared.generation_bytes()
     assert 2 * (placed_bytes - 64 * len(plan.offsets)) <= saved <= 2 * placed_bytes, f"{saved=} {placed_bytes=}"
     buf = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
