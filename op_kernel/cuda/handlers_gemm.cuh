@@ -164,16 +164,20 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows || (b0 % 8) != 0)
     return rt::kErrRegion;
   float* c = d.Slot<float>(out.slot) + uint64_t(out.row_offset) * n;
+  // K = expert e's rows of slots 0..ep-1, in that order (the CPU twin's order): looked up once per task.
+  __shared__ uint64_t k_rows[2 * kMaxRanks];
+  const int32_t rows_err = ExpertRowsPerSlot(d, e, k_rows);
+  if (rows_err != 0) return rows_err;
+  __syncthreads();
+  auto segments = [&](auto&& f) {
+    for (uint32_t s = 0; s < d.cfg.ep; ++s)
+      if (k_rows[2 * s] < k_rows[2 * s + 1]) f(int32_t(k_rows[2 * s]), int32_t(k_rows[2 * s + 1]));
+    return int32_t(0);
+  };
 #if HPMOE_GEMM_WS
   BlockGemmWs<T, true, false> g(smem);
   const TmaOperand ta{d.TensorMap(x.slot, kBoxRows64), int32_t(b0), 0, 0};
   const TmaOperand tb{d.TensorMap(dy.slot, kBoxRows64), 0, 0, 0};
-  // Fixed order: tiles ascending; in each, K = expert e's rows of slots 0..ep-1 (the CPU twin's order).
-  auto segments = [&](auto&& f) {
-    return ForEachExpertSegment(d, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
-      if (expert == e) f(int32_t(r0), int32_t(r1));
-    });
-  };
   auto walk = [&](auto&& tile) {
     int32_t err = 0;
     for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM)
@@ -221,9 +225,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {
     for (int64_t n0 = int64_t(c0); n0 < int64_t(c1) && err == 0; n0 += kBN) {
       g.Zero();
-      // Fixed order: slots 0..ep-1, rows ascending (the CPU twin's order); K = rows of expert e.
-      err = ForEachExpertSegment(d, 0, all_rows, [&](uint32_t expert, uint64_t r0, uint64_t r1) {
-        if (expert != e) return;
+      err = segments([&](int32_t r0, int32_t r1) {
 #if HPMOE_GEMM_TMA
         // Timing experiment 5 (wrong results): every tile reads the first dY column slab.
         g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1));

@@ -46,6 +46,42 @@ __device__ int32_t ForEachExpertSegment(const DeviceRank& d, uint64_t row0, uint
   return 0;
 }
 
+// The rows of local expert e in every slot, [rows[2 s], rows[2 s + 1]) for s < ep, with the walk's checks on
+// every count: the weight gradient's K ranges, looked up once per task (its tiles each read them; walking all
+// local experts per tile was most of a tile at 128 local experts, ncu source counters, Qwen3-235B-A22B).
+// Warp-parallel (lane l sums the counts of experts l, l + 32, ...): every thread calls it and computes the
+// same values, thread 0 stores them (`rows` is shared memory; the caller's barrier follows). Returns 0 or
+// kErrCounts, the same on every thread.
+__device__ __forceinline__ int32_t ExpertRowsPerSlot(const DeviceRank& d, uint64_t e, uint64_t* rows) {
+  const uint64_t C = d.cfg.recv_rows_per_src, E = d.cfg.experts_per_rank;
+  const uint32_t lane = threadIdx.x & 31;
+  for (uint64_t s = 0; s < d.cfg.ep; ++s) {
+    const int32_t* counts = SlotCounts(d, s);
+    uint64_t below = 0, all = 0, own = 0;
+    bool bad = false;
+    for (uint64_t x = lane; x < E; x += 32) {
+      const int32_t n = LoadI32(counts + x);
+      bad |= n < 0;
+      const uint64_t v = n < 0 ? 0 : uint64_t(n);
+      all += v;
+      below += x < e ? v : 0;
+      own += x == e ? v : 0;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      all += __shfl_xor_sync(kFullWarp, all, o);
+      below += __shfl_xor_sync(kFullWarp, below, o);
+      own += __shfl_xor_sync(kFullWarp, own, o);
+    }
+    if (__any_sync(kFullWarp, bad) || all > C) return rt::kErrCounts;
+    if (threadIdx.x == 0) {
+      rows[2 * s] = s * C + below;
+      rows[2 * s + 1] = s * C + below + own;
+    }
+  }
+  return 0;
+}
+
 // f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored).
 template <class F>
 __device__ int32_t ForEachValidRange(const DeviceRank& d, uint64_t row0, uint64_t rows, F&& f) {
