@@ -67,6 +67,27 @@ def test_rule_keeps_whole_widths_when_row_tiles_fill_the_workers(over):
     assert gmm_split.col_blocks(cfg, 2 * cfg.inter) == [(0, 2 * cfg.inter)]
 
 
+# DBRX's experts at 4096 tokens, top-4 of 16: 128 row tiles, 15 of them holding two experts' rows.
+DBRX = dict(ep=1, tokens=4096, hidden=6144, inter=10752, experts_per_rank=16, topk=4, dtype="bf16", tile_m=128,
+            wgrad_tile=128, num_aic=112, num_aiv=20, mixed_queues=True)
+
+
+def test_rule_splits_when_row_tiles_are_about_as_many_as_the_workers():
+    cfg = make_config(None, DBRX)
+    assert gmm_split.busy_row_tiles(cfg) == 128 and gmm_split.straddled_row_tiles(cfg) == 15
+    assert gmm_split.chain_waves(cfg) == pytest.approx(143 / 132)
+    assert gmm_split.chain_waves(cfg) < gmm_split.MIN_CHAIN_WAVES
+    # Tiles >= workers: two blocks of the narrowest op (h 6144), not ceil(workers / tiles) = 1.
+    assert gmm_split.auto_n_block(cfg) == 3072
+    # Twice the tokens: 256 tiles of work for 132 blocks, whole widths.
+    assert gmm_split.auto_n_block(make_config(None, {**DBRX, "tokens": 8192})) == 0
+
+
+def test_straddled_tiles_are_at_most_the_busy_tiles():
+    cfg = make_config(None, {**DBRX, "experts_per_rank": 128, "topk": 1, "tokens": 1024})
+    assert gmm_split.straddled_row_tiles(cfg) == gmm_split.busy_row_tiles(cfg) == 8
+
+
 def test_explicit_block_must_be_a_multiple_of_8():
     with pytest.raises(ConfigError, match="gmm_n_block=12 is not a multiple of 8"):
         make_config("small", {"gmm_n_block": 12})

@@ -8,9 +8,10 @@ SwiGLU to match).
 
 Rule (cfg.gmm_n_block == 0): split only for the GPU deals (mixed queues; the AscendC kernel and the A3
 model take whole widths and refuse mixed queues anyway), not with row pipelines (a chain is one unit, so a
-split would add tasks, not parallelism), and not when the busy row tiles fill the cube workers. Then the
-block is the largest multiple of the GPU tile's N (GMM_TILE_N) that gives the narrowest GMM op at least
-ceil(workers / tiles) blocks, and never less than GMM_TILE_N. An explicit cfg.gmm_n_block (a multiple of 8, e.g. from `hpmoe tune`) wins.
+split would add tasks, not parallelism), and not when the busy row tiles fill the cube workers
+(chain_waves at least MIN_CHAIN_WAVES). Then the block is the largest multiple of the GPU tile's N
+(GMM_TILE_N) that gives the narrowest GMM op at least ceil(workers / tiles) blocks (2 when the tiles are as
+many as the workers or more), and never less than GMM_TILE_N. An explicit cfg.gmm_n_block (a multiple of 8, e.g. from `hpmoe tune`) wins.
 """
 from __future__ import annotations
 
@@ -34,12 +35,38 @@ def busy_row_tiles(cfg: MoeConfig) -> int:
     return cfg.ep * max(1, math.ceil(per_pair / cfg.tile_m))
 
 
+# Below this many tiles of GMM work per cube worker, row tiles are too few for whole-width tasks (see
+# chain_waves): DBRX, gpt-oss-20b and Qwen1.5-MoE experts at 4096 tokens have 128 row tiles for 128 workers.
+MIN_CHAIN_WAVES = 1.5
+
+
+def straddled_row_tiles(cfg: MoeConfig) -> int:
+    """Row tiles that hold two experts' rows, about one per expert boundary of each source: a GMM task runs one
+    GEMM tile per expert segment of its row tile, so such a task costs about two."""
+    return min(busy_row_tiles(cfg), cfg.ep * (cfg.experts_per_rank - 1))
+
+
+def chain_waves(cfg: MoeConfig) -> float:
+    """GMM work per worker block in whole-width row tiles (busy tiles plus the straddled tiles' second GEMM),
+    over all the blocks (num_aic + num_aiv, which a queue split only moves between roles, so that the runtime's
+    choice of queues and this module's block agree).
+    Near 1 the straddled tasks, twice as long, are the GMM's tail: one H200 trace of DBRX experts at 4096
+    tokens (128 row tiles, 16 experts, row pipelines on 128 blocks) had 15 blocks busy for the forward's last
+    45%."""
+    return (busy_row_tiles(cfg) + straddled_row_tiles(cfg)) / (cfg.num_aic + cfg.num_aiv)
+
+
 def auto_n_block(cfg: MoeConfig) -> int:
     """The compiler's column block for this shape (0: whole width)."""
     tiles = busy_row_tiles(cfg)
-    if not cfg.mixed_queues or cfg.row_pipelines or tiles >= cfg.num_aic:
+    if not cfg.mixed_queues or cfg.row_pipelines:
         return 0
-    splits = math.ceil(cfg.num_aic / tiles)
+    if tiles < cfg.num_aic:
+        splits = math.ceil(cfg.num_aic / tiles)
+    elif chain_waves(cfg) < MIN_CHAIN_WAVES:
+        splits = 2  # tasks of half the width: a straddled task's tail is half as long
+    else:
+        return 0
     block = max(GMM_TILE_N, (min(gmm_widths(cfg)) // splits) // GMM_TILE_N * GMM_TILE_N)
     return 0 if block >= max(gmm_widths(cfg)) else block
 

@@ -13,7 +13,7 @@ from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
-from ..gmm_split import busy_row_tiles
+from ..gmm_split import MIN_CHAIN_WAVES, busy_row_tiles, chain_waves
 from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
 from ..wgrad_split import default_wgrad_n_block
@@ -141,10 +141,11 @@ class MoeFfnRuntime:
                                  "wgrad_n_block": self.wgrad_n_block, "fuse_swiglu": self.fuse_swiglu,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
-        if busy_row_tiles(cfg) < cfg.num_aic:
-            # Fewer row chains than cube blocks (few tokens, top-1/2, wide experts): mixed queues with the
-            # claim pool, whose GMM ops the compiler splits into column blocks (gmm_split.py); one chain per
-            # block would leave the rest idle. The SwiGLU steps then run on the vector-queue blocks: 20 of
+        if busy_row_tiles(cfg) < cfg.num_aic or chain_waves(cfg) < MIN_CHAIN_WAVES:
+            # Fewer row chains than cube blocks (few tokens, top-1/2, wide experts), or about as many, some
+            # twice as long (a row tile holding two experts' rows: gmm_split.chain_waves): mixed queues with
+            # the claim pool, whose GMM ops the compiler splits into column blocks (gmm_split.py); one chain
+            # per block would leave the rest idle. The SwiGLU steps then run on the vector-queue blocks: 20 of
             # them, not 4 (one H200, fwd+bwd kernels: Mixtral-8x7B experts at 4096 tokens 24.7 ms with
             # 112 + 20 blocks against 40.1 with 128 + 4, 27.8 with 96 + 36; DeepSeek-V3 at 1024 tokens 5.5
             # against 11.0 ms; benchmarks/RESULTS.md).
