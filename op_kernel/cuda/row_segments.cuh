@@ -1,10 +1,11 @@
-// The receive-row walk of op_kernel/runtime/row_segments.h (the same segments, in the same order, the same
-// kErrCounts on a corrupted count), warp-parallel: each warp reads 32 counts at once and scans them with
-// shuffles. The serial walk waited one L2 round trip per local expert (recv_counts are written by peers' puts,
-// so they are read through L2: LoadI32) and ran once per tile: with 128 local experts (Qwen3-235B-A22B) that
-// was about 40 us per weight-gradient tile, most of the tile. Every thread of the block computes the same
-// segments (uniform control flow; the handlers are block-wide, so every warp is whole). The handlers' bodies
-// return nothing: a walk ends early only on corrupted counts.
+// The receive-row walks of op_kernel/runtime/row_segments.h (the same segments, in the same order, the same
+// kErrCounts on a corrupted count) with this backend's count reads: recv_counts are written by peers' puts, so
+// they are read through L2 (LoadI32), never a stale L1 line. An L2 round trip per local expert, serially, is
+// what a walk must not cost: ForEachExpertSegment loads 32 counts per warp load and steps by shuffles, and the
+// weight gradient looks its expert's rows up once per task (ExpertRowsPerSlot); at 128 local experts
+// (Qwen3-235B-A22B) the per-tile walk had been most of a weight-gradient tile. Every thread of the block
+// computes the same segments (uniform control flow; the handlers are block-wide, so every warp is whole).
+// The handlers' bodies return nothing: a walk ends early only on corrupted counts.
 #pragma once
 
 #include "../runtime/row_segments.h"
@@ -82,11 +83,18 @@ __device__ __forceinline__ int32_t ExpertRowsPerSlot(const DeviceRank& d, uint64
   return 0;
 }
 
-// f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored).
+// f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored). Once per task
+// (the SwiGLU blocks, the combine puts): the shared walk as it is.
+struct RecvCountReader {
+  const int32_t* counts;
+  uint64_t experts;
+  __device__ int32_t operator()(uint64_t slot, uint64_t expert) const { return LoadI32(counts + slot * experts + expert); }
+};
+
 template <class F>
 __device__ int32_t ForEachValidRange(const DeviceRank& d, uint64_t row0, uint64_t rows, F&& f) {
-  struct R { const int32_t* c; uint64_t E; __device__ int32_t operator()(uint64_t s, uint64_t e) const { return LoadI32(c + s * E + e); } };
-  return rt::ForEachValidRange(d.cfg, R{d.Slot<int32_t>(ssc::kSlotRecvCounts), d.cfg.experts_per_rank}, row0, rows, [&](uint64_t b, uint64_t t) {
+  const RecvCountReader counts{d.Slot<int32_t>(ssc::kSlotRecvCounts), d.cfg.experts_per_rank};
+  return rt::ForEachValidRange(d.cfg, counts, row0, rows, [&](uint64_t b, uint64_t t) {
     f(b, t);
     return int32_t(0);
   });

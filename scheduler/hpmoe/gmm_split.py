@@ -35,8 +35,8 @@ def busy_row_tiles(cfg: MoeConfig) -> int:
     return cfg.ep * max(1, math.ceil(per_pair / cfg.tile_m))
 
 
-# Below this many tiles of GMM work per cube worker, row tiles are too few for whole-width tasks (see
-# chain_waves): DBRX, gpt-oss-20b and Qwen1.5-MoE experts at 4096 tokens have 128 row tiles for 128 workers.
+# Below this many tiles of GMM work per worker block, row tiles are too few for whole-width tasks (see
+# chain_waves): DBRX, gpt-oss-20b and Qwen1.5-MoE experts at 4096 tokens have 128 row tiles for 132 blocks.
 MIN_CHAIN_WAVES = 1.5
 
 
