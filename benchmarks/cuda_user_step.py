@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_torch_path import moe_ffn_torch  # noqa: E402
 
 from cuda_torch_path import gemm_flops  # noqa: E402
+from user_step_table import table  # noqa: E402
 
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.cuda.group import CudaGroup  # noqa: E402
@@ -227,13 +228,7 @@ def main() -> int:
                   f" {r['y_rel_diff_vs_torch']:.1e} | host fwd {r['host_fwd_ms']:.2f} bwd {r['host_bwd_ms']:.2f} ms | GMM in loop"
                   f" {r['gmm_in_loop_tflops']:.0f} vs _grouped_mm {r['grouped_mm_tflops']:.0f} TFLOP/s ({r['gmm_ratio']:.2f})",
                   flush=True)
-    print("\n| experts of, tokens, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees "
-          "it | ratio of the kernels | MoEFFN / kernels | fwd ratio (user) | GMM in loop / _grouped_mm |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for r in rows:
-        print(f"| {r['shape']} {r['tokens']} {r['routing']} | {r['torch_fwdbwd_ms']:.2f} ms | {r['hpmoe_fwdbwd_ms']:.2f} ms"
-              f" | {r['same_call_kernels_ms']:.2f} ms | {r['ratio_user_fwdbwd']:.2f} | {r['ratio_kernels_fwdbwd']:.2f} | "
-              f"{r['user_over_kernels']:.3f} | {r['ratio_user_fwd']:.2f} | {r['gmm_ratio']:.2f} |")
+    print("\n" + table(rows))
     if args.json_out:
         args.json_out.write_text(json.dumps({"commit": commit, "device": torch.cuda.get_device_name(), "rows": rows},
                                             indent=1))
