@@ -4,6 +4,8 @@
 # and one JSON of them all (user_step_table.py). Logs and JSON under $OUT (or out/shapes_sweep).
 #   benchmarks/cuda_shapes_sweep.sh [MODEL:TOKENS ...]     (default: issue 16's five shapes, then the others at 4096)
 #   EXTRA="--fuse-swiglu" REPEAT=3 SHAPE_TIMEOUT=120 benchmarks/cuda_shapes_sweep.sh
+# Name the commit with HPMOE_COMMIT=<hash> from the checkout that sent the tree: the device machine's copy
+# may report an older HEAD (seen on the lent H200, 2026-11-25).
 set -uo pipefail
 source "$(dirname "$0")/cuda_session_env.sh" shapes_sweep
 shapes="${*:-deepseek-v3:8192 qwen3-30b-a3b:8192 mixtral-8x7b:4096 deepseek-v3:1024 deepseek-v3:4096 \
