@@ -56,17 +56,20 @@ def chain_waves(cfg: MoeConfig) -> float:
     return (busy_row_tiles(cfg) + straddled_row_tiles(cfg)) / (cfg.num_aic + cfg.num_aiv)
 
 
+def too_few_row_tiles(cfg: MoeConfig) -> bool:
+    """Whole-width GMM tasks would leave cube workers idle: fewer busy row tiles than cube workers, or about as
+    many with the straddled tiles' double cost (chain_waves below MIN_CHAIN_WAVES). MoEFFN then takes mixed
+    queues (hpmoe.torch.runtime), and this rule splits their GMM ops."""
+    return busy_row_tiles(cfg) < cfg.num_aic or chain_waves(cfg) < MIN_CHAIN_WAVES
+
+
 def auto_n_block(cfg: MoeConfig) -> int:
     """The compiler's column block for this shape (0: whole width)."""
+    if not cfg.mixed_queues or cfg.row_pipelines or not too_few_row_tiles(cfg):
+        return 0
     tiles = busy_row_tiles(cfg)
-    if not cfg.mixed_queues or cfg.row_pipelines:
-        return 0
-    if tiles < cfg.num_aic:
-        splits = math.ceil(cfg.num_aic / tiles)
-    elif chain_waves(cfg) < MIN_CHAIN_WAVES:
-        splits = 2  # tasks of half the width: a straddled task's tail is half as long
-    else:
-        return 0
+    # As many tiles as workers or more: tasks of half the width, so a straddled task's tail is half as long.
+    splits = math.ceil(cfg.num_aic / tiles) if tiles < cfg.num_aic else 2
     block = max(GMM_TILE_N, (min(gmm_widths(cfg)) // splits) // GMM_TILE_N * GMM_TILE_N)
     return 0 if block >= max(gmm_widths(cfg)) else block
 

@@ -13,7 +13,7 @@ from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
-from ..gmm_split import MIN_CHAIN_WAVES, busy_row_tiles, chain_waves
+from ..gmm_split import too_few_row_tiles
 from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
 from ..wgrad_split import default_wgrad_n_block
@@ -141,7 +141,7 @@ class MoeFfnRuntime:
                                  "wgrad_n_block": self.wgrad_n_block, "fuse_swiglu": self.fuse_swiglu,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
-        if busy_row_tiles(cfg) < cfg.num_aic or chain_waves(cfg) < MIN_CHAIN_WAVES:
+        if too_few_row_tiles(cfg):
             # Fewer row chains than cube blocks (few tokens, top-1/2, wide experts), or about as many, some
             # twice as long (a row tile holding two experts' rows: gmm_split.chain_waves): mixed queues with
             # the claim pool, whose GMM ops the compiler splits into column blocks (gmm_split.py); one chain
