@@ -104,7 +104,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
                              "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, routing, 0)
     m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block,
-               fuse_swiglu=args.fuse_swiglu and inter % FUSED_SWIGLU_GROUP == 0)
+               fuse_swiglu=args.fuse_swiglu and inter % FUSED_SWIGLU_GROUP == 0,
+               expert_aligned={"auto": None, "on": True, "off": False}[args.expert_aligned])
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -130,7 +131,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     row = {"shape": shape, "tokens": tokens, "routing": routing, "wgrad_tile": mcfg.wgrad_tile,
            "schedule": ("pipelines" if mcfg.row_pipelines else "mixed") + ("+pool" if mcfg.claim_pool else "")
            + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")
-           + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "") + (" fused" if mcfg.fuse_swiglu else "")}
+           + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "") + (" fused" if mcfg.fuse_swiglu else "")
+           + (" aligned" if mcfg.expert_aligned else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
     # Forward+backward: the two paths alternate call by call (clock and temperature drift hit both alike);
@@ -202,6 +204,8 @@ def main() -> int:
                    help="output columns per weight-gradient task (0: whole widths; default: MoEFFN's, wgrad_split.py)")
     p.add_argument("--fuse-swiglu", action="store_true",
                    help="MoEFFN(fuse_swiglu=True) where I is a multiple of 128 (else the default schedule)")
+    p.add_argument("--expert-aligned", choices=["auto", "on", "off"], default="auto",
+                   help="MoEFFN(expert_aligned=...): each expert's rows on a row-tile boundary (auto: its default)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     commit = os.environ.get("HPMOE_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],

@@ -47,7 +47,7 @@ int main() {
   VAL(kMaxTriggers) VAL(kMaxTensorDims) VAL(kTensorNameBytes) VAL(kNoEvent) VAL(kNoSlot) VAL(kCounterStrideBytes)
   VAL(kTaskTypeCount) VAL(kSlotCount) VAL(kSectionCount) VAL(kTensorSymmetric) VAL(kRefRemote) VAL(kRefRowsDynamic)
   VAL(kRefGather) VAL(kEventRemoteTriggered) VAL(kConfigRatr) VAL(kConfigInterleave) VAL(kConfigMixedQueues) VAL(kConfigRowPipelines)
-  VAL(kConfigClaimPool) VAL(kConfigWeightsTransposed) VAL(kConfigFusedSwiglu) VAL(kFusedSwigluGroup) VAL(kPoolQueue)
+  VAL(kConfigClaimPool) VAL(kConfigWeightsTransposed) VAL(kConfigFusedSwiglu) VAL(kConfigExpertAligned) VAL(kFusedSwigluGroup) VAL(kPoolQueue)
   // The handlers' access table (runtime/task_access.h), row by row: access.<row>.<field>.
   using namespace hpmoe::rt;
   char key[64];

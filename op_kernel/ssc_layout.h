@@ -137,6 +137,9 @@ enum ConfigFlags : uint32_t {
   kConfigFusedSwiglu = 1u << 6,  // SwiGLU and its gradient run in the GMM tiles' epilogues (kTaskGmmSwiglu,
                                  // kTaskGmmSwigluGrad; no SWIGLU / SWIGLU_GRAD tasks), H interleaved in groups of
                                  // kFusedSwigluGroup columns (needs kConfigMixedQueues: CPU twin, CUDA)
+  kConfigExpertAligned = 1u << 7,  // local expert e's rows in a slot start at the sum over e' < e of
+                                   // round_up(recv_counts[s][e'], tile_m): every row tile holds one expert's rows
+                                   // (pads between experts, send_rows -1 there; CPU twin, CUDA)
 };
 
 // ---- records -----------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ def test_constants_and_enum_counts_match(layout_probe):
         "kConfigMixedQueues": F.CONFIG_MIXED_QUEUES,
         "kConfigRowPipelines": F.CONFIG_ROW_PIPELINES, "kConfigClaimPool": F.CONFIG_CLAIM_POOL,
         "kConfigWeightsTransposed": F.CONFIG_WEIGHTS_TRANSPOSED, "kConfigFusedSwiglu": F.CONFIG_FUSED_SWIGLU,
+        "kConfigExpertAligned": F.CONFIG_EXPERT_ALIGNED,
         "kFusedSwigluGroup": F.FUSED_SWIGLU_GROUP,
         "kPoolQueue": int(F.QueueType.POOL),
     }

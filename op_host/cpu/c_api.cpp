@@ -31,10 +31,10 @@ hpmoe::ssc::SscConfig ToConfig(const uint32_t* c) {
 extern "C" {
 
 int hpmoe_cpu_plan(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
-                   const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
+                   uint32_t align, const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
                    int64_t* bad_id) {
   std::vector<uint32_t> scratch(size_t(ep) * experts_per_rank);
-  const hpmoe::rt::PlanShape shape{tokens, topk, ep, experts_per_rank, rows_per_src};
+  const hpmoe::rt::PlanShape shape{tokens, topk, ep, experts_per_rank, rows_per_src, align};
   const hpmoe::rt::PlanResult r =
       hpmoe::rt::BuildRoutingPlan(shape, ids, send_counts, send_rows, token_rows, scratch.data());
   *need = r.need;

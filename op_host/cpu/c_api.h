@@ -16,9 +16,10 @@ typedef struct {
 
 // The routing plan phase (op_kernel/runtime/routing_plan.h) of one source rank: ids [tokens*topk] int32;
 // outputs send_counts [ep*E], send_rows [ep*C], token_rows [tokens*topk]. Returns 0; with `need` the most rows
-// sent to one destination and `bad_id` the first out-of-range (t*k + j) or -1. need > C: the plan is incomplete.
+// sent to one destination (pads included) and `bad_id` the first out-of-range (t*k + j) or -1. need > C: the plan
+// is incomplete. align: 1, or tile_m under kConfigExpertAligned (each expert's first row a multiple of it).
 int hpmoe_cpu_plan(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
-                   const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
+                   uint32_t align, const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
                    int64_t* bad_id);
 
 // config16: the 16 uint32 of ssc::SscConfig. Fills offsets/bytes of the 26 slots, the two counter offsets,

@@ -7,7 +7,8 @@ namespace validate {
 std::string CheckConfigRecord(const SscConfig& c) {
   // ParseSsc already refused zero sizes, an unknown dtype and C not a multiple of tile_m.
   if (c.flags & ~uint32_t(kConfigRatr | kConfigInterleave | kConfigMixedQueues | kConfigRowPipelines |
-                          kConfigClaimPool | kConfigWeightsTransposed | kConfigFusedSwiglu))
+                          kConfigClaimPool | kConfigWeightsTransposed | kConfigFusedSwiglu |
+                          kConfigExpertAligned))
     return Format("config field flags: unknown bits 0x%x", c.flags);
   if ((c.flags & kConfigRowPipelines) && !(c.flags & kConfigMixedQueues))
     return "config field flags: row pipelines without mixed queues (their cube workers run vector tasks)";

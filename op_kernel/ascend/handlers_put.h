@@ -54,16 +54,22 @@ HPMOE_DEVICE int32_t PutDispatch(const KernelContext& ctx, const VectorBuffers& 
       out.cols != h || out.row_offset != ctx.tiling->rank * C + rows_ref.col_offset)
     return rt::kErrRegion;
   const __gm__ int32_t* plan = ctx.Slot<int32_t>(ssc::kSlotSendRows) + rows_ref.row_offset * C + rows_ref.col_offset;
-  // The plan lists valid rows first and pads (-1) after: count them and refuse anything else.
+  // The plan lists valid rows first and pads (-1) after; under kConfigExpertAligned pads also sit between
+  // experts (skipped: no row reads them). Anything else is refused.
+  const bool aligned = (ctx.cfg().flags & ssc::kConfigExpertAligned) != 0;
   uint32_t n = 0;
   while (n < rows_ref.cols && ReadGm(plan + n) >= 0) ++n;
   for (uint32_t i = n; i < rows_ref.cols; ++i) {
-    if (ReadGm(plan + i) != -1) return rt::kErrPlan;
+    const int32_t v = ReadGm(plan + i);
+    if (v == -1) continue;
+    if (!aligned || v < 0) return rt::kErrPlan;
+    n = i + 1;
   }
   const uint32_t dtype = ctx.cfg().dtype, es = ctx.ElemBytes(src_slot);
   const __gm__ float* weights = ctx.Slot<float>(ssc::kSlotTopkWeights);
   __gm__ uint8_t* remote = ctx.Remote(ctx.Row(dst_slot, out.row_offset), out.rank);
   for (uint32_t i = 0; i < n; ++i) {
+    if (ReadGm(plan + i) == -1) continue;  // a pad between experts
     const uint64_t tk = uint64_t(ReadGm(plan + i));
     if (tk >= uint64_t(ctx.cfg().tokens) * k) return rt::kErrPlan;
     const __gm__ uint8_t* src = ctx.Row(src_slot, tk / k);
@@ -87,7 +93,8 @@ HPMOE_DEVICE int32_t PutDispatch(const KernelContext& ctx, const VectorBuffers& 
   return 0;
 }
 
-// The tile's valid rows (a prefix of the slot) back to the source rank's return slot.
+// The region's rows up to its last valid one back to the source rank's return slot (a prefix of a row tile;
+// under kConfigExpertAligned a larger region's pads ride along, never read by the combine).
 HPMOE_DEVICE int32_t PutCombine(const KernelContext& ctx, AscendSync& sync, const rt::TaskCall& c) {
   const __gm__ SscTensorRef& in = c.task->inputs[0];
   const __gm__ SscTensorRef& out = c.task->outputs[0];
@@ -98,15 +105,13 @@ HPMOE_DEVICE int32_t PutCombine(const KernelContext& ctx, AscendSync& sync, cons
       in.col_offset != 0 || out.col_offset != 0 || in.cols != ctx.Cols(in.slot) || out.cols != in.cols ||
       ctx.RowBytes(in.slot) != ctx.RowBytes(out.slot))
     return rt::kErrRegion;
-  uint64_t valid_end = s * C;
-  const int32_t err = ForEachValidRange(ctx, s * C, C, [&](uint64_t, uint64_t r1) -> int32_t {
+  uint64_t valid_end = in.row_offset;
+  const int32_t err = ForEachValidRange(ctx, in.row_offset, in.rows, [&](uint64_t, uint64_t r1) -> int32_t {
     valid_end = r1;
     return 0;
   });
   if (err != 0) return err;
-  const uint64_t n = valid_end > in.row_offset
-                         ? (valid_end - in.row_offset < in.rows ? valid_end - in.row_offset : in.rows)
-                         : 0;
+  const uint64_t n = valid_end - in.row_offset;
   sync.PutMemSignal(ctx.Row(in.slot, in.row_offset), out.rank, ctx.Row(out.slot, out.row_offset),
                     n * ctx.RowBytes(in.slot), c.signal_event, 1);
   return 0;

@@ -1,5 +1,8 @@
 #include "gemm.h"
 
+#include <cstring>
+#include <vector>
+
 #define EIGEN_DONT_PARALLELIZE  // one worker thread = one core: no nested threading, fixed reduction order
 #include <Eigen/Core>
 
@@ -7,6 +10,11 @@ namespace hpmoe {
 namespace cpu {
 namespace {
 
+// Eigen's GEMM kernel takes rows in blocks of mr; rows past the last whole block go through narrower kernels
+// (and a single row through the matrix-vector path), which sum K in other orders. With m always a multiple of
+// mr, a row's result depends only on its own values, not on m or its place in the tile: expert-aligned and
+// unaligned receive slots give the same bits (tests/runtime/test_expert_aligned_twin.py).
+constexpr int64_t kRowBlock = Eigen::internal::gebp_traits<float, float>::mr;
 using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstView = Eigen::Map<const RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
 using View = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
@@ -15,6 +23,16 @@ using View = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 void GemmRowMajor(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
                   bool trans_b, float* c, int64_t ldc) {
+  if (m % kRowBlock != 0) {  // padded to whole row blocks (kRowBlock), through scratch
+    const int64_t padded = (m + kRowBlock - 1) / kRowBlock * kRowBlock;
+    thread_local std::vector<float> pa, pc;
+    pa.assign(size_t(padded) * k, 0.0f);
+    pc.resize(size_t(padded) * n);
+    for (int64_t i = 0; i < m; ++i) std::memcpy(pa.data() + i * k, a + i * lda, size_t(k) * sizeof(float));
+    GemmRowMajor(padded, n, k, pa.data(), k, b, ldb, trans_b, pc.data(), n);
+    for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, pc.data() + i * n, size_t(n) * sizeof(float));
+    return;
+  }
   ConstView A(a, m, k, Eigen::OuterStride<>(lda));
   View C(c, m, n, Eigen::OuterStride<>(ldc));
   if (trans_b) {

@@ -1,5 +1,6 @@
 // fp32 matrix products of the CPU twin GMM tiles (blocked, through Eigen's GEMM kernels). Row-major, with
-// leading dimensions. Reduction order depends only on the sizes, so equal inputs give bitwise-equal results.
+// leading dimensions. A row's reduction order depends only on n and k (gemm.cpp pads m to whole row blocks), so
+// equal inputs give bitwise-equal rows wherever they sit.
 #pragma once
 
 #include <cstdint>

@@ -49,19 +49,27 @@ int32_t PlanDispatchPut(const RankContext& ctx, WorkerScratch& s, const ssc::Ssc
       out.cols != h || out.row_offset != ctx.rank * C + rows_ref.col_offset)
     return rt::kErrRegion;
   const int32_t* plan_rows = ctx.Slot<int32_t>(ssc::kSlotSendRows) + rows_ref.row_offset * C + rows_ref.col_offset;
-  // The plan puts valid rows first, pads (-1) after: count them and refuse anything else.
+  // The plan puts valid rows first, pads (-1) after; under kConfigExpertAligned pads also sit between
+  // experts: the put then carries rows up to the last valid one, its pads zeroed. Anything else is refused.
+  const bool aligned = (ctx.cfg.flags & ssc::kConfigExpertAligned) != 0;
   uint64_t n = 0;
   while (n < rows_ref.cols && plan_rows[n] >= 0) ++n;
   for (uint64_t i = n; i < rows_ref.cols; ++i) {
-    if (plan_rows[i] != -1) return rt::kErrPlan;
+    if (plan_rows[i] == -1) continue;
+    if (!aligned || plan_rows[i] < 0) return rt::kErrPlan;
+    n = i + 1;
   }
   const uint32_t dtype = ctx.cfg.dtype;
   const uint64_t row_bytes = h * DTypeBytes(dtype);
   const float* weights = ctx.Slot<float>(ssc::kSlotTopkWeights);
   for (uint64_t i = 0; i < n; ++i) {
+    uint8_t* dst = s.staging + i * row_bytes;
+    if (plan_rows[i] == -1) {
+      std::memset(dst, 0, row_bytes);
+      continue;
+    }
     const uint64_t tk = uint64_t(plan_rows[i]);
     if (tk >= uint64_t(ctx.cfg.tokens) * k) return rt::kErrPlan;
-    uint8_t* dst = s.staging + i * row_bytes;
     const uint8_t* src = ctx.Row(src_slot, tk / k);
     if (!backward) {
       std::memcpy(dst, src, row_bytes);
@@ -90,12 +98,12 @@ int32_t PlanCombinePut(const RankContext& ctx, const ssc::SscTask& t, PutPlan* p
       in.col_offset != 0 || out.col_offset != 0 || in.cols != ctx.Cols(in.slot) || out.cols != in.cols ||
       ctx.RowBytes(in.slot) != ctx.RowBytes(out.slot))
     return rt::kErrRegion;
-  uint64_t valid_end = s * C;  // rows of slot s that hold data: a prefix of the slot
-  const int32_t err = ForEachValidRange(ctx, s * C, C, [&](uint64_t, uint64_t r1) { valid_end = r1; });
+  // Rows up to the region's last valid one (a prefix of a row tile: under kConfigExpertAligned the pads of a
+  // larger region ride along, never read by the combine).
+  uint64_t valid_end = in.row_offset;
+  const int32_t err = ForEachValidRange(ctx, in.row_offset, in.rows, [&](uint64_t, uint64_t r1) { valid_end = r1; });
   if (err != 0) return err;
-  const uint64_t n = valid_end > in.row_offset ? (valid_end - in.row_offset < in.rows ? valid_end - in.row_offset
-                                                                                        : in.rows)
-                                               : 0;
+  const uint64_t n = valid_end - in.row_offset;
   plan->src = ctx.Row(in.slot, in.row_offset);
   plan->dst_rank = out.rank;
   plan->dst = ctx.Row(out.slot, out.row_offset);

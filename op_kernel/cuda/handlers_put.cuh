@@ -45,17 +45,23 @@ __device__ __noinline__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sy
       out.col_offset != 0 || out.cols != h || out.row_offset != d.rank * C + rows_ref.col_offset)
     return rt::kErrRegion;
   const int32_t* plan = d.Slot<int32_t>(ssc::kSlotSendRows) + rows_ref.row_offset * C + rows_ref.col_offset;
-  // The plan puts valid rows first, pads (-1) after: count them and refuse anything else (uniform scan).
-  uint64_t n = 0;
-  while (n < rows_ref.cols && plan[n] >= 0) ++n;
+  // The plan puts valid rows first, pads (-1) after; under kConfigExpertAligned pads also sit between experts
+  // (skipped: no row reads them). Refuse anything else (uniform scan).
+  const bool aligned = (d.cfg.flags & ssc::kConfigExpertAligned) != 0;
+  uint64_t prefix = 0, n = 0;  // valid rows first; n: past the last valid row
+  while (prefix < rows_ref.cols && plan[prefix] >= 0) ++prefix;
   for (uint64_t i = 0; i < rows_ref.cols; ++i) {
-    if (i >= n ? plan[i] != -1 : uint64_t(plan[i]) >= uint64_t(d.cfg.tokens) * k) return rt::kErrPlan;
+    const int32_t v = plan[i];
+    if (v == -1) continue;
+    if (v < 0 || uint64_t(v) >= uint64_t(d.cfg.tokens) * k || (i > prefix && !aligned)) return rt::kErrPlan;
+    n = i + 1;
   }
   const T* src = d.Slot<T>(src_slot);
   T* dst = d.Peer(out.rank, d.Slot<T>(dst_slot) + uint64_t(out.row_offset) * h);
   const float* weights = d.Slot<float>(ssc::kSlotTopkWeights);
   const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   for (uint64_t i = warp; i < n; i += warps) {  // one warp per row, 16-byte vectors
+    if (plan[i] == -1) continue;  // a pad between experts
     const uint64_t tk = uint64_t(plan[i]);
     const T* s = src + (tk / k) * h;
     T* o = dst + i * h;
@@ -97,11 +103,12 @@ __device__ __noinline__ int32_t RunCombinePut(const DeviceRank& d, CudaSync& syn
       in.cols != d.slots[in.slot].cols || out.cols != in.cols ||
       d.slots[in.slot].cols * d.ElemBytes(in.slot) != d.slots[out.slot].cols * d.ElemBytes(out.slot))
     return rt::kErrRegion;
-  uint64_t valid_end = s * C;  // rows of slot s that hold data: a prefix of the slot
-  const int32_t err = ForEachValidRange(d, s * C, C, [&](uint64_t, uint64_t r1) { valid_end = r1; });
+  // Rows up to the region's last valid one (a prefix of a row tile: under kConfigExpertAligned the pads of a
+  // larger region ride along, never read by the combine).
+  uint64_t valid_end = in.row_offset;
+  const int32_t err = ForEachValidRange(d, in.row_offset, in.rows, [&](uint64_t, uint64_t r1) { valid_end = r1; });
   if (err != 0) return err;
-  const uint64_t n =
-      valid_end > in.row_offset ? (valid_end - in.row_offset < in.rows ? valid_end - in.row_offset : in.rows) : 0;
+  const uint64_t n = valid_end - in.row_offset;
   const uint64_t row_bytes = d.slots[in.slot].cols * d.ElemBytes(in.slot);
   sync.PutMemSignal(d.Row(in.slot, in.row_offset), out.rank, d.Row(out.slot, out.row_offset), n * row_bytes,
                     c.signal_event, 1u);

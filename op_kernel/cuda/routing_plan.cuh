@@ -5,7 +5,9 @@
 //              out-of-range ids lower DeviceRank::plan_bad.
 //   PlanPlace: per (chunk, expert) block, the rows of that expert in that chunk, in ascending t*k + j: a
 //              block-wide scan of per-thread match counts places each at its row in the destination slot
-//              (first row of the expert in its slot + rows of the expert in earlier chunks + the scan).
+//              (first row of the expert in its slot + rows of the expert in earlier chunks + the scan); the
+//              first row is the sum of the lower experts' rows, each rounded up to `align` (1, or tile_m under
+//              kConfigExpertAligned, whose pads between experts the chunk-0 blocks fill with -1).
 // Stable and deterministic (no atomics decide an order); rows past C are not written (plan_need > C
 // fails the launch before any row moves).
 #pragma once
@@ -23,6 +25,7 @@ struct PlanArgs {
   const int32_t* ids;  // [T * k]
   uint64_t n;          // T * k
   uint32_t ep, experts_per_rank, rows_per_src, chunks;
+  uint32_t align;      // an expert's first row in its slot is a multiple of this (routing_plan.h PlanShape)
   uint32_t* counts;    // [chunks][ep * E]
   int32_t* send_counts;
   int32_t* send_rows;
@@ -85,27 +88,30 @@ __global__ void __launch_bounds__(kPlanThreads) PlanPlace(const PlanArgs a) {
   const uint32_t experts = a.ep * a.experts_per_rank, g = blockIdx.y, chunk = blockIdx.x;
   const uint32_t dest = g / a.experts_per_rank, local = g % a.experts_per_rank, C = a.rows_per_src;
   const uint32_t first = dest * a.experts_per_rank;
-  // Rows of lower local experts of the same destination (all chunks), of this expert in earlier chunks,
-  // and (chunk 0 only) of this expert overall.
+  // Rows of lower local experts of the same destination (all chunks, each expert's rounded up to `align`), of
+  // this expert in earlier chunks, and of this expert overall.
+  const auto span = [&](uint64_t rows) { return (rows + a.align - 1) / a.align * a.align; };
   uint64_t lower = 0, earlier = 0, own = 0;
-  for (uint64_t i = threadIdx.x; i < uint64_t(a.chunks) * (local + 1); i += blockDim.x) {
-    const uint32_t c = uint32_t(i % a.chunks), l = uint32_t(i / a.chunks);
-    const uint32_t v = a.counts[uint64_t(c) * experts + first + l];
-    if (l < local) lower += v;
-    else {
-      own += v;
-      if (c < chunk) earlier += v;
-    }
+  for (uint32_t l = threadIdx.x; l < local; l += blockDim.x) {  // adjacent threads, adjacent experts
+    uint64_t rows = 0;
+    for (uint32_t c = 0; c < a.chunks; ++c) rows += a.counts[uint64_t(c) * experts + first + l];
+    lower += span(rows);
+  }
+  for (uint32_t c = threadIdx.x; c < a.chunks; c += blockDim.x) {
+    const uint32_t v = a.counts[uint64_t(c) * experts + g];
+    own += v;
+    if (c < chunk) earlier += v;
   }
   lower = BlockSum(lower);
   earlier = BlockSum(earlier);
   own = BlockSum(own);
   if (chunk == 0) {
     if (threadIdx.x == 0) a.send_counts[g] = int32_t(own);
+    const uint64_t end = lower + span(own);  // pads between this expert and the next
+    for (uint64_t i = lower + own + threadIdx.x; i < end && i < C; i += blockDim.x) a.send_rows[uint64_t(dest) * C + i] = -1;
     if (local + 1 == a.experts_per_rank) {  // the destination's total: the bucket it needs, pads after it
-      const uint64_t total = lower + own;
-      if (threadIdx.x == 0) atomicMax(&a.rank->plan_need, uint32_t(total));
-      for (uint64_t i = total + threadIdx.x; i < C; i += blockDim.x) a.send_rows[uint64_t(dest) * C + i] = -1;
+      if (threadIdx.x == 0) atomicMax(&a.rank->plan_need, uint32_t(end));
+      for (uint64_t i = end + threadIdx.x; i < C; i += blockDim.x) a.send_rows[uint64_t(dest) * C + i] = -1;
     }
   }
   if (a.counts[uint64_t(chunk) * experts + g] == 0) return;

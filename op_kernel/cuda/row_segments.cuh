@@ -40,15 +40,15 @@ __device__ int32_t ForEachExpertSegment(const DeviceRank& d, uint64_t row0, uint
       if (n < 0 || seg + uint64_t(n) > (s + 1) * C) return rt::kErrCounts;
       const uint64_t b = seg > row0 ? seg : row0;
       const uint64_t t = seg + n < end ? seg + n : end;
+      seg += rt::SegmentSpan(d.cfg, uint64_t(n));  // before the call: less live across the GEMM tiles in f
       if (b < t) f(uint32_t(e), b, t);
-      seg += uint64_t(n);
     }
   }
   return 0;
 }
 
-// The rows of local expert e in every slot, [rows[2 s], rows[2 s + 1]) for s < ep, with the walk's checks on
-// every count: the weight gradient's K ranges, looked up once per task (its tiles each read them; walking all
+// The rows of local expert e in every slot, [rows[2 s], rows[2 s + 1]) for s < ep (the spans of the experts
+// below it, rt::SegmentSpan, then its count), with the walk's checks on every count: the weight gradient's K ranges, looked up once per task (its tiles each read them; walking all
 // local experts per tile was most of a tile at 128 local experts, ncu source counters, Qwen3-235B-A22B).
 // Warp-parallel (lane l sums the counts of experts l, l + 32, ...): every thread calls it and computes the
 // same values, thread 0 stores them (`rows` is shared memory; the caller's barrier follows). Returns 0 or
@@ -63,9 +63,9 @@ __device__ __forceinline__ int32_t ExpertRowsPerSlot(const DeviceRank& d, uint64
     for (uint64_t x = lane; x < E; x += 32) {
       const int32_t n = LoadI32(counts + x);
       bad |= n < 0;
-      const uint64_t v = n < 0 ? 0 : uint64_t(n);
-      all += v;
-      below += x < e ? v : 0;
+      const uint64_t v = n < 0 ? 0 : uint64_t(n), span = rt::SegmentSpan(d.cfg, v);
+      all += span;
+      below += x < e ? span : 0;
       own += x == e ? v : 0;
     }
 #pragma unroll
@@ -83,8 +83,9 @@ __device__ __forceinline__ int32_t ExpertRowsPerSlot(const DeviceRank& d, uint64
   return 0;
 }
 
-// f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored). Once per task
-// (the SwiGLU blocks, the combine puts): the shared walk as it is.
+// f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored; under
+// kConfigExpertAligned one range per expert segment). Once per task (the SwiGLU blocks, the combine puts): the
+// shared walk as it is.
 struct RecvCountReader {
   const int32_t* counts;
   uint64_t experts;

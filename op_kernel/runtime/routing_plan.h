@@ -1,8 +1,10 @@
 // The routing plan phase (docs/design.md, "The routing plan phase"): from one source rank's topk_ids
 // [T, k] (global expert ids; expert g lives on rank g / E), the rows it sends each destination.
 //   send_counts[d][e]  rows for local expert e of destination d
-//   send_rows[d][i]    the t*k + j carried by row i of this rank's slot on d, -1 past the count; rows are
-//                      sorted by local expert on d, then by t*k + j (a stable counting sort)
+//   send_rows[d][i]    the t*k + j carried by row i of this rank's slot on d, -1 for a pad; rows are
+//                      sorted by local expert on d, then by t*k + j (a stable counting sort); local expert e's
+//                      first row is the sum over e' < e of send_counts[d][e'] rounded up to `align` (1, or
+//                      tile_m under kConfigExpertAligned: pads between experts, then pads to C)
 //   token_rows[t][j]   row of (t, j) in this rank's return buffers: d*C + i
 // Every backend builds the same plan: this serial form is the CPU twin's (and the reference the CUDA
 // backend's parallel kernels, op_kernel/cuda/routing_plan.cuh, must equal bit for bit). Device-compilable.
@@ -15,7 +17,8 @@
 namespace hpmoe {
 namespace rt {
 
-// What the plan phase found. need: the most rows this rank sends one destination (the bucket it needs);
+// What the plan phase found. need: the most rows this rank sends one destination, pads between experts
+// included (the bucket it needs);
 // bad_id: the first t*k + j whose id is outside [0, ep*E), or -1.
 struct PlanResult {
   uint32_t need;
@@ -24,7 +27,10 @@ struct PlanResult {
 
 struct PlanShape {
   uint32_t tokens, topk, ep, experts_per_rank, rows_per_src;  // T, k, ep, E, C
+  uint32_t align = 1;  // an expert's first row in its slot is a multiple of this: 1, or tile_m (kConfigExpertAligned)
 };
+
+HPMOE_DEVICE uint32_t AlignRows(uint32_t n, uint32_t align) { return (n + align - 1) / align * align; }
 
 // scratch: ep*E uint32. When need > C the plan is incomplete (rows past C are not written, their token_rows
 // are -1) and must not be used: the caller refuses the routing or grows the bucket.
@@ -49,7 +55,10 @@ HPMOE_DEVICE PlanResult BuildRoutingPlan(const PlanShape& s, const int32_t* ids,
       const uint32_t g = d * s.experts_per_rank + e;
       send_counts[g] = int32_t(scratch[g]);
       scratch[g] = row;
-      row += uint32_t(send_counts[g]);
+      const uint32_t span = AlignRows(uint32_t(send_counts[g]), s.align);
+      for (uint32_t i = row + uint32_t(send_counts[g]); i < row + span && i < s.rows_per_src; ++i)
+        send_rows[uint64_t(d) * s.rows_per_src + i] = -1;  // pads between experts
+      row += span;
     }
     if (row > res.need) res.need = row;
     for (uint32_t i = row; i < s.rows_per_src; ++i) send_rows[uint64_t(d) * s.rows_per_src + i] = -1;

@@ -1,6 +1,8 @@
 // Handler row semantics (docs/design.md), one walk for every backend: a row region of the ep*C receive-row
-// space is intersected with each slot it touches; only the slot's valid rows [s*C, s*C + sum(recv_counts[s]))
-// are visited, per local expert segment (recv_counts[s] prefix sums). Counts come from peers, so they are
+// space is intersected with each slot it touches; only the slot's valid rows are visited, per local expert
+// segment: expert e's rows of slot s start at s*C plus the spans of experts e' < e, a span being
+// recv_counts[s][e'] rows, or (kConfigExpertAligned) that rounded up to tile_m, so that every row tile holds
+// one expert's rows and the pads between experts hold no data. Counts come from peers, so they are
 // checked here: negative or past the bucket means a corrupted exchange, never a silent overrun. Backends differ
 // only in how a count is read (plain load, acquire load, cache line invalidated first): `count_at(s, e)`.
 #pragma once
@@ -11,6 +13,13 @@
 
 namespace hpmoe {
 namespace rt {
+
+// Rows a segment of n rows takes in its slot: n, or under kConfigExpertAligned n rounded up to tile_m. In
+// 32 bits (n <= C < 2^31, checked by the loader): a 64-bit division is a long call in device code.
+HPMOE_DEVICE uint64_t SegmentSpan(const ssc::SscConfig& cfg, uint64_t n) {
+  if (!(cfg.flags & ssc::kConfigExpertAligned)) return n;
+  return uint64_t((uint32_t(n) + cfg.tile_m - 1) / cfg.tile_m * cfg.tile_m);
+}
 
 // Calls f(expert, row_begin, row_end) for every non-empty expert segment inside [row0, row0 + rows), in
 // ascending row order; f returns 0 to go on, else the error that ends the walk. Returns 0, kErrCounts or f's.
@@ -31,17 +40,20 @@ HPMOE_DEVICE int32_t ForEachExpertSegment(const ssc::SscConfig& cfg, CountAt&& c
         const int32_t err = f(uint32_t(e), b, t);
         if (err != 0) return err;
       }
-      seg += uint64_t(n);
+      seg += SegmentSpan(cfg, uint64_t(n));
     }
   }
   return 0;
 }
 
-// Calls f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored); f returns
-// 0 to go on. Returns 0, kErrCounts or f's error.
+// Calls f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored, so one
+// range per slot; under kConfigExpertAligned one per expert segment, the pads between them skipped); f
+// returns 0 to go on. Returns 0, kErrCounts or f's error.
 template <class CountAt, class F>
 HPMOE_DEVICE int32_t ForEachValidRange(const ssc::SscConfig& cfg, CountAt&& count_at, uint64_t row0, uint64_t rows,
                                        F&& f) {
+  if (cfg.flags & ssc::kConfigExpertAligned)
+    return ForEachExpertSegment(cfg, count_at, row0, rows, [&f](uint32_t, uint64_t b, uint64_t t) { return f(b, t); });
   const uint64_t C = cfg.recv_rows_per_src, E = cfg.experts_per_rank;
   if (rows == 0) return 0;
   const uint64_t end = row0 + rows;

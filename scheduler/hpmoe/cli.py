@@ -73,6 +73,10 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str | None = Non
                    help="SwiGLU in GMM1's tiles and its gradient in the activation gradient's (no vector SwiGLU "
                         "tasks; H saved with gate and up interleaved in groups of 128 columns, so --inter must be a "
                         "multiple of 128); needs --mixed-queues (CPU twin and CUDA)")
+    g.add_argument("--expert-aligned", action="store_true", default=None,
+                   help="each local expert's rows start on a tile_m boundary of their receive slot, so every row "
+                        "tile holds one expert (pads between experts; C grows by up to experts_per_rank x "
+                        "(tile_m - 1) rows); for many small experts (CPU twin and CUDA)")
 
 
 def config_from_args(args: argparse.Namespace) -> MoeConfig:
@@ -85,6 +89,7 @@ def config_from_args(args: argparse.Namespace) -> MoeConfig:
     overrides["claim_pool"] = getattr(args, "claim_pool", None)
     overrides["weights_transposed"] = getattr(args, "weights_transposed", None)
     overrides["fuse_swiglu"] = getattr(args, "fuse_swiglu", None)
+    overrides["expert_aligned"] = getattr(args, "expert_aligned", None)
     if getattr(args, "row_pipelines", False):
         overrides["row_pipelines"] = True
         if overrides["mixed_queues"] is None:  # pipelines run vector tasks on cube workers: mixed queues

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .act_split import check_block
 from .errors import ConfigError
-from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_FUSED_SWIGLU, CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR,
+from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_EXPERT_ALIGNED, CONFIG_FUSED_SWIGLU, CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR,
                          CONFIG_ROW_PIPELINES, CONFIG_WEIGHTS_TRANSPOSED, FUSED_SWIGLU_GROUP, DType)
 
 DTYPE_NAMES = {"fp32": DType.FP32, "fp16": DType.FP16, "bf16": DType.BF16}
@@ -41,6 +41,7 @@ class MoeConfig:
     claim_pool: bool = False  # routing-dependent work claimed at run time (pool_claimers; CPU twin, CUDA)
     weights_transposed: bool = False  # W1 [E, 2I, h], W2 [E, h, I] as nn.Linear stores them (CPU twin, CUDA)
     fuse_swiglu: bool = False  # SwiGLU and its gradient in the GMM tiles' epilogues (graphs.py; needs mixed_queues)
+    expert_aligned: bool = False  # each local expert's rows start on a tile_m boundary (CPU twin, CUDA)
     gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
     act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: the compiler's choice, act_split.py)
     wgrad_n_block: int = 0  # output columns per weight-gradient task, claim pool only (0: whole); not in the SSC
@@ -78,7 +79,14 @@ class MoeConfig:
                 (CONFIG_MIXED_QUEUES if self.mixed_queues else 0) | (CONFIG_ROW_PIPELINES if self.row_pipelines else 0) |
                 (CONFIG_CLAIM_POOL if self.claim_pool else 0) |
                 (CONFIG_WEIGHTS_TRANSPOSED if self.weights_transposed else 0) |
-                (CONFIG_FUSED_SWIGLU if self.fuse_swiglu else 0))
+                (CONFIG_FUSED_SWIGLU if self.fuse_swiglu else 0) |
+                (CONFIG_EXPERT_ALIGNED if self.expert_aligned else 0))
+
+    @property
+    def align_rows(self) -> int:
+        """A local expert's first row in its receive slot is a multiple of this: tile_m with expert_aligned
+        (every row tile then holds one expert's rows), else 1."""
+        return self.tile_m if self.expert_aligned else 1
 
     @property
     def pool_claimers(self) -> int:
@@ -90,8 +98,14 @@ class MoeConfig:
 
     @property
     def max_rows_per_pair(self) -> int:
-        """Most rows one source can send one rank: every token picks min(k, E_local) experts there."""
-        return self.tokens * min(self.topk, self.experts_per_rank)
+        """Most rows one source can send one rank: every token picks min(k, E_local) experts there; with
+        expert_aligned, the pads too: each expert that gets rows rounds them up to tile_m (at most E_local
+        experts, each at most T rows)."""
+        rows = self.tokens * min(self.topk, self.experts_per_rank)
+        if not self.expert_aligned:
+            return rows
+        return min(rows + min(self.experts_per_rank, rows) * (self.tile_m - 1),
+                   self.experts_per_rank * round_up(self.tokens, self.tile_m))
 
     def ssc_fields(self) -> dict[str, int]:
         """The values stored in the SSC's config record, in header field order."""
@@ -156,6 +170,7 @@ def _check_fields(cfg: MoeConfig) -> None:
         check_bool("claim_pool", cfg.claim_pool)
         check_bool("weights_transposed", cfg.weights_transposed)
         check_bool("fuse_swiglu", cfg.fuse_swiglu)
+        check_bool("expert_aligned", cfg.expert_aligned)
     except ValueCheckError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -198,6 +213,8 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
         capacity = cfg.recv_rows_per_src
     else:
         wanted = cfg.tokens * cfg.topk / cfg.ep * cfg.capacity_factor  # a float: compare before ceil
+        if cfg.expert_aligned:  # room for the most pads: capacity_factor then means what it means without
+            wanted += cfg.experts_per_rank * (cfg.tile_m - 1)
         capacity = cap_limit if wanted >= cap_limit else \
             min(cap_limit, round_up(max(1, math.ceil(wanted)), cfg.tile_m))
     changes["recv_rows_per_src"] = capacity
@@ -248,4 +265,5 @@ def config_from_ssc_fields(fields: Mapping[str, int]) -> MoeConfig:
                              row_pipelines=bool(flags & CONFIG_ROW_PIPELINES),
                              claim_pool=bool(flags & CONFIG_CLAIM_POOL),
                              weights_transposed=bool(flags & CONFIG_WEIGHTS_TRANSPOSED),
-                             fuse_swiglu=bool(flags & CONFIG_FUSED_SWIGLU), **kwargs))
+                             fuse_swiglu=bool(flags & CONFIG_FUSED_SWIGLU),
+                             expert_aligned=bool(flags & CONFIG_EXPERT_ALIGNED), **kwargs))

@@ -30,8 +30,12 @@ def gmm_widths(cfg: MoeConfig) -> tuple[int, ...]:
 
 
 def busy_row_tiles(cfg: MoeConfig) -> int:
-    """Row tiles per rank that balanced routing fills (T*k/ep rows from each source, up to C)."""
+    """Row tiles per rank that balanced routing fills (T*k/ep rows from each source, up to C; with
+    expert_aligned each local expert's T*k/(ep*E) rows in whole tiles of their own)."""
     per_pair = min(cfg.recv_rows_per_src, cfg.tokens * cfg.topk / cfg.ep)
+    if cfg.expert_aligned:
+        per_expert = per_pair / cfg.experts_per_rank
+        return cfg.ep * max(1, min(cfg.chunks_per_src, cfg.experts_per_rank * math.ceil(per_expert / cfg.tile_m)))
     return cfg.ep * max(1, math.ceil(per_pair / cfg.tile_m))
 
 
@@ -42,7 +46,9 @@ MIN_CHAIN_WAVES = 1.5
 
 def straddled_row_tiles(cfg: MoeConfig) -> int:
     """Row tiles that hold two experts' rows, about one per expert boundary of each source: a GMM task runs one
-    GEMM tile per expert segment of its row tile, so such a task costs about two."""
+    GEMM tile per expert segment of its row tile, so such a task costs about two. None with expert_aligned."""
+    if cfg.expert_aligned:
+        return 0
     return min(busy_row_tiles(cfg), cfg.ep * (cfg.experts_per_rank - 1))
 
 
@@ -108,3 +114,13 @@ def col_blocks(cfg: MoeConfig, width: int, k: int = 0) -> list[tuple[int, int]]:
     """(first column, columns) of each task of a GMM op writing `width` columns with inner dimension `k` (0:
     the rule's block as it is), left to right."""
     return column_blocks(width, op_block(cfg, k))
+
+
+# MoEFFN aligns each local expert's rows to row tiles (expert_aligned) from this many local experts: a row tile
+# holding two experts' rows runs two GEMM tiles, and at 8 large experts such tiles are few (provisional: to be
+# measured on the shapes sweep).
+ALIGNED_MIN_EXPERTS = 16
+
+
+def default_expert_aligned(experts_per_rank: int) -> bool:
+    return experts_per_rank >= ALIGNED_MIN_EXPERTS

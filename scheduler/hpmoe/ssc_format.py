@@ -116,6 +116,7 @@ CONFIG_ROW_PIPELINES = 1 << 3
 CONFIG_CLAIM_POOL = 1 << 4
 CONFIG_WEIGHTS_TRANSPOSED = 1 << 5
 CONFIG_FUSED_SWIGLU = 1 << 6
+CONFIG_EXPERT_ALIGNED = 1 << 7  # each local expert's rows start on a tile_m boundary of its slot
 
 
 class Section(enum.IntEnum):

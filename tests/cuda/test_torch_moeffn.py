@@ -68,17 +68,19 @@ def test_moeffn_forward_and_gradients_match_float64(dtype):
 
 
 @needs_gpu
-@pytest.mark.parametrize("ep,E,k", [(1, 4, 3), (3, 2, 4), (2, 8, 8)])
-def test_device_plan_equals_numpy_plan(ep, E, k):
+@pytest.mark.parametrize("ep,E,k,aligned", [(1, 4, 3, False), (3, 2, 4, False), (2, 8, 8, False),
+                                            (1, 4, 3, True), (2, 8, 8, True), (1, 40, 6, True)])
+def test_device_plan_equals_numpy_plan(ep, E, k, aligned):
     """The plan kernels (op_kernel/cuda/routing_plan.cuh) against routing.plan_rank, bit for bit; T spans
-    several plan chunks (2048 ids each) and is a multiple of no tile."""
+    several plan chunks (2048 ids each) and is a multiple of no tile; expert-aligned slots too."""
     from hpmoe.config import make_config
     from hpmoe.cuda.group import CudaGroup
     from hpmoe.runtime.routing import bucket_for, make_routing, plan_rank
     from hpmoe.runtime.twin import make_inputs
     from hpmoe.ssc_format import Slot
     cfg = make_config(None, {"ep": ep, "tokens": 1111, "hidden": 64, "inter": 32, "experts_per_rank": E,
-                             "topk": k, "tile_m": 128, "wgrad_tile": 8, "num_aic": 2, "num_aiv": 2, "dtype": "bf16"})
+                             "topk": k, "tile_m": 128, "wgrad_tile": 8, "num_aic": 2, "num_aiv": 2, "dtype": "bf16",
+                             "expert_aligned": aligned})
     ids, weights = make_routing(cfg, "skewed", 4)
     cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, ids))
     with CudaGroup(cfg, [0] * ep) as g:

@@ -12,10 +12,12 @@ from hpmoe.runtime.plan_phase import build_plan, plan_or_raise
 from hpmoe.runtime.routing import ROUTINGS, bucket_for, make_routing, plan_rank, rows_needed
 
 
+@pytest.mark.parametrize("aligned", [False, True])
 @pytest.mark.parametrize("routing", ROUTINGS)
 @pytest.mark.parametrize("ep,topk,experts", [(1, 2, 4), (3, 3, 4), (4, 4, 2), (2, 1, 8)])
-def test_plan_equals_numpy_reference(routing, ep, topk, experts):
-    cfg = make_config("small", {"ep": ep, "topk": topk, "experts_per_rank": experts, "tokens": 77})
+def test_plan_equals_numpy_reference(routing, ep, topk, experts, aligned):
+    cfg = make_config("small", {"ep": ep, "topk": topk, "experts_per_rank": experts, "tokens": 77,
+                                "expert_aligned": aligned})
     if routing == "empty" and (cfg.num_experts + 1) // 2 < topk:
         pytest.skip("routing 'empty' needs topk < number of experts / 2")
     ids, _ = make_routing(cfg, routing, seed=11)
@@ -27,6 +29,33 @@ def test_plan_equals_numpy_reference(routing, ep, topk, experts):
         np.testing.assert_array_equal(plan.send_rows, ref.send_rows)
         np.testing.assert_array_equal(plan.send_counts, ref.send_counts)
         np.testing.assert_array_equal(plan.token_rows, ref.token_rows)
+
+
+@pytest.mark.parametrize("routing", ROUTINGS)
+def test_aligned_plan_puts_one_expert_in_each_row_tile(routing):
+    """The layout itself, checked from the ids (not from another plan): with expert_aligned, each local
+    expert's rows in a slot are one run in ascending t*k + j starting on a tile_m boundary, in expert order,
+    with only pads (-1) between and after the runs."""
+    cfg = make_config("small", {"ep": 2, "topk": 3, "experts_per_rank": 5, "tokens": 77, "expert_aligned": True})
+    if routing == "empty" and (cfg.num_experts + 1) // 2 < cfg.topk:
+        pytest.skip("routing 'empty' needs topk < number of experts / 2")
+    ids, _ = make_routing(cfg, routing, seed=5)
+    cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, ids))
+    m, E = cfg.tile_m, cfg.experts_per_rank
+    for r in range(cfg.ep):
+        plan = plan_or_raise(cfg, ids[r])
+        flat = ids[r].reshape(-1)
+        for d in range(cfg.ep):
+            row, expected = 0, np.full(cfg.recv_rows_per_src, -1)
+            for e in range(E):
+                mine = np.flatnonzero(flat == d * E + e)
+                assert plan.send_counts[d, e] == len(mine)
+                expected[row:row + len(mine)] = mine
+                row += -(-len(mine) // m) * m
+            np.testing.assert_array_equal(plan.send_rows[d], expected)
+            assert row <= cfg.recv_rows_per_src and row == rows_needed(cfg, ids)[r, d]
+        rows = plan.token_rows.reshape(-1)
+        np.testing.assert_array_equal(plan.send_rows.reshape(-1)[rows], np.arange(flat.size))
 
 
 def test_plan_refuses_overflow_and_bad_ids():

@@ -76,7 +76,7 @@ def lib() -> ctypes.CDLL:
         u32, u64, vp, cp = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p
         pu32, pu64, i32 = ctypes.POINTER(u32), ctypes.POINTER(u64), ctypes.c_int
         L.hpmoe_cpu_layout.argtypes = [pu32, u32, u32, pu64, pu64, pu64, pu64, cp, i32]
-        L.hpmoe_cpu_plan.argtypes = [u32, u32, u32, u32, u32, vp, vp, vp, vp, pu32, ctypes.POINTER(ctypes.c_int64)]
+        L.hpmoe_cpu_plan.argtypes = [u32, u32, u32, u32, u32, u32, vp, vp, vp, vp, pu32, ctypes.POINTER(ctypes.c_int64)]
         L.hpmoe_cpu_shm_create.argtypes = [cp, u64, cp, i32]
         L.hpmoe_cpu_shm_create.restype = vp
         L.hpmoe_cpu_shm_attach.argtypes = [cp, u64, cp, i32]

@@ -19,7 +19,7 @@ def build_plan(cfg: MoeConfig, topk_ids_rank: np.ndarray) -> tuple[RankPlan, int
     ids = np.ascontiguousarray(np.asarray(topk_ids_rank).reshape(T * k), np.int32)
     plan = RankPlan(np.empty((ep, C), np.int32), np.empty((ep, E), np.int32), np.empty((T, k), np.int32))
     need, bad = ctypes.c_uint32(0), ctypes.c_int64(-1)
-    native.lib().hpmoe_cpu_plan(T, k, ep, E, C, ids.ctypes.data, plan.send_counts.ctypes.data,
+    native.lib().hpmoe_cpu_plan(T, k, ep, E, C, cfg.align_rows, ids.ctypes.data, plan.send_counts.ctypes.data,
                                 plan.send_rows.ctypes.data, plan.token_rows.ctypes.data, ctypes.byref(need),
                                 ctypes.byref(bad))
     if bad.value >= 0:

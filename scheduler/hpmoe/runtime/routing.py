@@ -2,7 +2,8 @@
 
 The plan of source rank r, from its topk_ids [T, k] (global expert ids; expert e lives on rank e // E_local):
   send_rows[d][i]   the t*k + j carried by row i of r's slot on rank d (-1 = pad), sorted by local expert on d,
-                    then by t*k + j;
+                    then by t*k + j; with expert_aligned each local expert's first row is a multiple of tile_m
+                    (pads between experts);
   send_counts[d][e] rows r sends rank d for its local expert e;
   token_rows[t][j]  row of (t, j) in r's return buffers: d*C + i.
 Routing that needs more than C rows for some (source, destination) pair is refused before anything runs.
@@ -63,9 +64,13 @@ def make_routing(cfg: MoeConfig, kind: str, seed: int) -> tuple[np.ndarray, np.n
 
 
 def rows_needed(cfg: MoeConfig, topk_ids: np.ndarray) -> np.ndarray:
-    """[ep source, ep destination] rows each source sends each destination."""
-    owner = np.asarray(topk_ids, np.int64) // cfg.experts_per_rank
-    return np.stack([np.bincount(owner[r].ravel(), minlength=cfg.ep)[:cfg.ep] for r in range(cfg.ep)])
+    """[ep source, ep destination] rows each source takes of each destination's slot (with expert_aligned,
+    the pads between experts included)."""
+    ids = np.asarray(topk_ids, np.int64)
+    per_expert = np.stack([np.bincount(ids[r].ravel(), minlength=cfg.num_experts)[:cfg.num_experts]
+                           for r in range(cfg.ep)])
+    spans = -(-per_expert // cfg.align_rows) * cfg.align_rows
+    return spans.reshape(cfg.ep, cfg.ep, cfg.experts_per_rank).sum(axis=2)
 
 
 def bucket_for(cfg: MoeConfig, topk_ids: np.ndarray) -> int:
@@ -101,13 +106,16 @@ def plan_rank(cfg: MoeConfig, topk_ids_rank: np.ndarray) -> RankPlan:
     tk = np.arange(T * k, dtype=np.int64)
     dest, local = ids // E, ids % E
     order = np.lexsort((tk, local, dest))  # by destination, then local expert, then t*k + j
-    dest_sorted = dest[order]
-    starts = np.searchsorted(dest_sorted, np.arange(ep))
-    position = np.empty(T * k, np.int64)
-    position[order] = np.arange(T * k) - starts[dest_sorted]
-    send_rows = np.full((ep, C), -1, np.int32)
-    send_rows[dest[order], position[order]] = tk[order]
     send_counts = np.zeros((ep, E), np.int32)
     np.add.at(send_counts, (dest, local), 1)
+    # First row of each (destination, local expert): the spans of the lower experts there.
+    spans = -(-send_counts.astype(np.int64) // cfg.align_rows) * cfg.align_rows
+    first = np.cumsum(spans, axis=1) - spans
+    flat = (dest * E + local)[order]
+    expert_starts = np.searchsorted(flat, np.arange(ep * E))  # first sorted index of each global expert
+    position = np.empty(T * k, np.int64)
+    position[order] = first.reshape(-1)[flat] + np.arange(T * k) - expert_starts[flat]
+    send_rows = np.full((ep, C), -1, np.int32)
+    send_rows[dest[order], position[order]] = tk[order]
     token_rows = (dest * C + position).astype(np.int32).reshape(T, k)
     return RankPlan(send_rows, send_counts, token_rows)

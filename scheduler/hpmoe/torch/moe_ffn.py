@@ -79,13 +79,15 @@ class MoEFFN(torch.nn.Module):
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
-                 device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None):
+                 device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
+                 expert_aligned: bool | None = None):
         super().__init__()
         self.runtime = MoeFfnRuntime(hidden_size, intermediate_size, num_local_experts, topk, group=group,
                                      capacity_factor=capacity_factor, dtype=dtype, tile_m=tile_m, num_aic=num_aic,
                                      num_aiv=num_aiv, wgrad_tile=wgrad_tile, token_tile=token_tile,
                                      sync_free=sync_free, timeout_s=timeout_s, device=device,
-                                     wgrad_n_block=wgrad_n_block, fuse_swiglu=fuse_swiglu)
+                                     wgrad_n_block=wgrad_n_block, fuse_swiglu=fuse_swiglu,
+                                     expert_aligned=expert_aligned)
         device = self.runtime.device
         self.w1 = torch.nn.Parameter(torch.randn(num_local_experts, hidden_size, 2 * intermediate_size,
                                                  device=device).mul_(hidden_size ** -0.5).to(dtype))

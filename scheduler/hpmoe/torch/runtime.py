@@ -13,7 +13,7 @@ from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
-from ..gmm_split import too_few_row_tiles
+from ..gmm_split import default_expert_aligned, too_few_row_tiles
 from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
 from ..wgrad_split import default_wgrad_n_block
@@ -66,7 +66,7 @@ class MoeFfnRuntime:
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
-                 share_workspace: bool = True):
+                 expert_aligned: bool | None = None, share_workspace: bool = True):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -88,6 +88,11 @@ class MoeFfnRuntime:
             raise ValueError(f"fuse_swiglu needs intermediate_size={intermediate_size} to be a multiple of "
                              f"{FUSED_SWIGLU_GROUP}")
         self.fuse_swiglu = bool(fuse_swiglu)
+        # expert_aligned: each local expert's rows start on a row-tile boundary (kConfigExpertAligned), so a GMM
+        # task runs one GEMM tile, not one per expert in its row tile. None: the measured default
+        # (default_expert_aligned).
+        self.expert_aligned = (default_expert_aligned(num_local_experts) if expert_aligned is None
+                               else bool(expert_aligned))
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
@@ -139,6 +144,7 @@ class MoeFfnRuntime:
                                  "wgrad_tile": self.wgrad_tile or self._default_wgrad_tile(),
                                  "token_tile": self.token_tile, "weights_transposed": transposed,
                                  "wgrad_n_block": self.wgrad_n_block, "fuse_swiglu": self.fuse_swiglu,
+                                 "expert_aligned": self.expert_aligned,
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
         if too_few_row_tiles(cfg):
@@ -188,8 +194,11 @@ class MoeFfnRuntime:
         cfg = self.config(tokens, None, transposed)
         if self.ep == 1 or self.sync_free:
             return cfg.recv_rows_per_src
-        sent = torch.bincount((topk_ids.reshape(-1).long() // self.experts).clamp_(0, self.ep - 1),
-                              minlength=self.ep)
+        sent = torch.bincount(topk_ids.reshape(-1).long().clamp_(0, self.ep * self.experts - 1),
+                              minlength=self.ep * self.experts)
+        if self.expert_aligned:  # each expert's rows rounded up to whole row tiles (routing_plan.h)
+            sent = (sent + cfg.tile_m - 1) // cfg.tile_m * cfg.tile_m
+        sent = sent.reshape(self.ep, self.experts).sum(dim=1)
         need = torch.stack([sent.max(), torch.tensor(tokens, device=sent.device),
                             torch.tensor(-tokens, device=sent.device)])
         dist.all_reduce(need, op=dist.ReduceOp.MAX, group=self.group)
