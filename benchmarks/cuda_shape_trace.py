@@ -38,10 +38,12 @@ def main() -> int:
     p.add_argument("--workers", help="AIC+AIV blocks, e.g. 96+36 (default: MoEFFN's)")
     p.add_argument("--transposed", action="store_true",
                    help="weights in nn.Linear's / transformers' layout ([E, 2I, h], [E, h, I])")
+    p.add_argument("--expert-aligned", choices=["auto", "on", "off"], default="auto",
+                   help="each expert's rows on a row-tile boundary (auto: MoEFFN's rule)")
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     h, inter, E, k = SHAPES[model]
-    rt = MoeFfnRuntime(h, inter, E, k)
+    rt = MoeFfnRuntime(h, inter, E, k, expert_aligned={"auto": None, "on": True, "off": False}[args.expert_aligned])
     cfg = rt.config(int(tokens), None, args.transposed)
     if args.pipelines:
         cfg = cfg.replace(row_pipelines=True)
@@ -72,6 +74,7 @@ def main() -> int:
         write_trace(args.out, g.schedules, stamps)
     print(f"{args.shape}: weights_transposed={cfg.weights_transposed} row_pipelines={cfg.row_pipelines} "
           f"claim_pool={cfg.claim_pool} gmm_n_block={cfg.gmm_n_block} act_n_block={act_n_block(cfg)} "
+          f"expert_aligned={cfg.expert_aligned} C={cfg.recv_rows_per_src} "
           f"workers {cfg.num_aic}+{cfg.num_aiv}: fwd {f:.2f} ms, bwd {b:.2f} ms")
     return 0
 

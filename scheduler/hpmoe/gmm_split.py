@@ -29,13 +29,27 @@ def gmm_widths(cfg: MoeConfig) -> tuple[int, ...]:
     return (2 * cfg.inter, cfg.hidden, cfg.inter)
 
 
+def expected_tiles_per_expert(rows: float, tile_m: int) -> float:
+    """E[ceil(c / tile_m)] for an expert's row count c about `rows`: random routing spreads c about its mean
+    with a standard deviation of about sqrt(rows) (normal approximation; sum over j >= 0 of P(c > j tile_m))."""
+    if rows <= 0:
+        return 0.0
+    sigma = max(math.sqrt(rows), 1e-9)
+    total, j = 0.0, 0
+    while j * tile_m < rows + 8 * sigma:
+        total += 0.5 * math.erfc((j * tile_m - rows) / (sigma * math.sqrt(2)))
+        j += 1
+    return total
+
+
 def busy_row_tiles(cfg: MoeConfig) -> int:
     """Row tiles per rank that balanced routing fills (T*k/ep rows from each source, up to C; with
-    expert_aligned each local expert's T*k/(ep*E) rows in whole tiles of their own)."""
+    expert_aligned each local expert's T*k/(ep*E) rows, spread as random routing spreads them, in whole tiles
+    of their own)."""
     per_pair = min(cfg.recv_rows_per_src, cfg.tokens * cfg.topk / cfg.ep)
     if cfg.expert_aligned:
-        per_expert = per_pair / cfg.experts_per_rank
-        return cfg.ep * max(1, min(cfg.chunks_per_src, cfg.experts_per_rank * math.ceil(per_expert / cfg.tile_m)))
+        tiles = cfg.experts_per_rank * expected_tiles_per_expert(per_pair / cfg.experts_per_rank, cfg.tile_m)
+        return cfg.ep * max(1, min(cfg.chunks_per_src, round(tiles)))
     return cfg.ep * max(1, math.ceil(per_pair / cfg.tile_m))
 
 
@@ -116,11 +130,18 @@ def col_blocks(cfg: MoeConfig, width: int, k: int = 0) -> list[tuple[int, int]]:
     return column_blocks(width, op_block(cfg, k))
 
 
-# MoEFFN aligns each local expert's rows to row tiles (expert_aligned) from this many local experts: a row tile
-# holding two experts' rows runs two GEMM tiles, and at 8 large experts such tiles are few (provisional: to be
-# measured on the shapes sweep).
-ALIGNED_MIN_EXPERTS = 16
+# MoEFFN aligns each local expert's rows to row tiles (expert_aligned) when that saves at least this share of
+# the forward's GEMM tiles (busy tiles, plus the straddled ones unaligned). One H200, fwd+bwd kernels against
+# PyTorch, random routing, 4096 tokens unless named (benchmarks/RESULTS.md, session 10), aligned / unaligned:
+# Qwen3-235B-A22B 1.14 / 1.01 (tiles 16% fewer), OLMoE 1.46 / 1.35 (10%), gpt-oss-20b 1.18 / 1.15 (9%),
+# DBRX 0.98 / 0.91 (5%), Qwen3-30B-A3B 8192 1.49 / 1.46 (1%), Qwen1.5-MoE 1.10 / 1.24 (4%: its 273 rows per
+# expert fill three tiles each, as many GEMM tiles as the straddled layout, in more tasks).
+MIN_ALIGNED_SAVING = 0.05
 
 
-def default_expert_aligned(experts_per_rank: int) -> bool:
-    return experts_per_rank >= ALIGNED_MIN_EXPERTS
+def default_expert_aligned(cfg: MoeConfig) -> bool:
+    """Whether expected GEMM tiles fall by MIN_ALIGNED_SAVING with each expert's rows in tiles of its own."""
+    plain = cfg.replace(expert_aligned=False, recv_rows_per_src=0)  # buckets of each layout's own size
+    aligned = cfg.replace(expert_aligned=True, recv_rows_per_src=0)
+    before = busy_row_tiles(plain) + straddled_row_tiles(plain)
+    return busy_row_tiles(aligned) <= (1 - MIN_ALIGNED_SAVING) * before

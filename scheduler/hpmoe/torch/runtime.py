@@ -89,10 +89,9 @@ class MoeFfnRuntime:
                              f"{FUSED_SWIGLU_GROUP}")
         self.fuse_swiglu = bool(fuse_swiglu)
         # expert_aligned: each local expert's rows start on a row-tile boundary (kConfigExpertAligned), so a GMM
-        # task runs one GEMM tile, not one per expert in its row tile. None: the measured default
-        # (default_expert_aligned).
-        self.expert_aligned = (default_expert_aligned(num_local_experts) if expert_aligned is None
-                               else bool(expert_aligned))
+        # task runs one GEMM tile, not one per expert in its row tile. None: per shape, the measured rule
+        # (gmm_split.default_expert_aligned).
+        self.expert_aligned = None if expert_aligned is None else bool(expert_aligned)
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
@@ -144,9 +143,11 @@ class MoeFfnRuntime:
                                  "wgrad_tile": self.wgrad_tile or self._default_wgrad_tile(),
                                  "token_tile": self.token_tile, "weights_transposed": transposed,
                                  "wgrad_n_block": self.wgrad_n_block, "fuse_swiglu": self.fuse_swiglu,
-                                 "expert_aligned": self.expert_aligned,
+                                 "expert_aligned": bool(self.expert_aligned),
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
+        if self.expert_aligned is None and default_expert_aligned(cfg):
+            cfg = cfg.replace(expert_aligned=True, recv_rows_per_src=0)  # C re-derived with room for pads
         if too_few_row_tiles(cfg):
             # Fewer row chains than cube blocks (few tokens, top-1/2, wide experts), or about as many, some
             # twice as long (a row tile holding two experts' rows: gmm_split.chain_waves): mixed queues with
@@ -196,7 +197,7 @@ class MoeFfnRuntime:
             return cfg.recv_rows_per_src
         sent = torch.bincount(topk_ids.reshape(-1).long().clamp_(0, self.ep * self.experts - 1),
                               minlength=self.ep * self.experts)
-        if self.expert_aligned:  # each expert's rows rounded up to whole row tiles (routing_plan.h)
+        if cfg.expert_aligned:  # each expert's rows rounded up to whole row tiles (routing_plan.h)
             sent = (sent + cfg.tile_m - 1) // cfg.tile_m * cfg.tile_m
         sent = sent.reshape(self.ep, self.experts).sum(dim=1)
         need = torch.stack([sent.max(), torch.tensor(tokens, device=sent.device),
