@@ -154,3 +154,36 @@ def test_cpp_validator_refuses_standard_operands_in_a_transposed_file():
                int(Slot.DH), "slot", 1)
     error, _ = native.validate_ssc([bad])
     assert "inputs[0].slot" in error and "dh" in error.lower(), error
+
+
+@pytest.mark.parametrize("rows", [17.0, 256.0, 273.0, 384.0, 1024.0])
+def test_expected_tiles_per_expert_matches_sampled_routing(rows):
+    """The normal approximation against sampled counts (binomial, as random routing draws them): within 3%."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    n = 100_000
+    counts = rng.binomial(n, rows / n, size=20_000)
+    sampled = float(np.mean(-(-counts // 128)))
+    assert abs(gmm_split.expected_tiles_per_expert(rows, 128) - sampled) <= 0.03 * sampled
+    assert gmm_split.expected_tiles_per_expert(0.0, 128) == 0.0
+
+
+def _moeffn_cfg(h, inter, experts, topk, tokens):
+    return make_config(None, dict(ep=1, tokens=tokens, hidden=h, inter=inter, experts_per_rank=experts, topk=topk,
+                                  tile_m=128, num_aic=128, num_aiv=4, mixed_queues=True, row_pipelines=True,
+                                  claim_pool=True, wgrad_tile=128 if h % 128 == 0 and inter % 128 == 0 else 0))
+
+
+@pytest.mark.parametrize("shape,aligned", [((4096, 1536, 128, 8, 4096), True),   # Qwen3-235B-A22B: 16% fewer tiles
+                                           ((2048, 1408, 64, 6, 4096), True),    # DeepSeek-V2-Lite
+                                           ((7168, 2048, 8, 8, 8192), False),    # DeepSeek-V3: 1% fewer
+                                           ((2048, 1408, 60, 4, 4096), False),   # Qwen1.5-MoE: mixed, rows +47%
+                                           ((6144, 10752, 16, 4, 4096), True)])  # DBRX: mixed, rows +12%
+def test_default_expert_aligned_follows_the_measured_rule(shape, aligned):
+    cfg = _moeffn_cfg(*shape)
+    assert gmm_split.default_expert_aligned(cfg) is aligned
+    on = cfg.replace(expert_aligned=True, recv_rows_per_src=0)
+    assert gmm_split.straddled_row_tiles(on) == 0
+    # EP 1's bucket holds any routing: every row plus a pad of up to 127 per expert, but no expert past T rows.
+    most = min(cfg.tokens * cfg.topk + cfg.experts_per_rank * 127, cfg.experts_per_rank * cfg.tokens)
+    assert on.recv_rows_per_src == -(-most // 128) * 128

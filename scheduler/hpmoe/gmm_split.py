@@ -131,17 +131,24 @@ def col_blocks(cfg: MoeConfig, width: int, k: int = 0) -> list[tuple[int, int]]:
 
 
 # MoEFFN aligns each local expert's rows to row tiles (expert_aligned) when that saves at least this share of
-# the forward's GEMM tiles (busy tiles, plus the straddled ones unaligned). One H200, fwd+bwd kernels against
-# PyTorch, random routing, 4096 tokens unless named (benchmarks/RESULTS.md, session 10), aligned / unaligned:
-# Qwen3-235B-A22B 1.14 / 1.01 (tiles 16% fewer), OLMoE 1.46 / 1.35 (10%), gpt-oss-20b 1.18 / 1.15 (9%),
-# DBRX 0.98 / 0.91 (5%), Qwen3-30B-A3B 8192 1.49 / 1.46 (1%), Qwen1.5-MoE 1.10 / 1.24 (4%: its 273 rows per
-# expert fill three tiles each, as many GEMM tiles as the straddled layout, in more tasks).
-MIN_ALIGNED_SAVING = 0.05
+# the forward's expected GEMM tiles (busy tiles, plus the straddled ones unaligned) and, under mixed queues,
+# grows the bucket's row tiles by at most MAX_MIXED_ROW_GROWTH: there every row tile's SwiGLU tasks run on the
+# few vector-queue blocks, empty or not. One H200, fwd+bwd kernel ms aligned / unaligned, random routing, 4096
+# tokens unless named (benchmarks/RESULTS.md, session 10). Row pipelines: Qwen3-235B-A22B 14.16 / 16.03 (16%
+# fewer tiles), DeepSeek-V2-Lite 4.36 / 4.81 (12%), OLMoE 4.02 / 4.24 (10%), Qwen3-30B-A3B 2.78 / 2.86 (3%),
+# 8192 tokens 5.24 / 5.32 (1%), DeepSeek-V3 16.46 / 15.96 (3%). Mixed queues: DBRX 43.39 / 46.57 (5%, rows
+# +12%), gpt-oss-20b 7.15 / 7.36 (9%, +25%), Mixtral-8x7B 18.16 / 18.10 (4%, +12%), DeepSeek-V3 1024 tokens
+# 4.34 / 4.31 (10%, +12%), Qwen1.5-MoE 4.52 / 3.94 (9%, +47%: 273 rows per expert, a third tile nearly empty).
+MIN_ALIGNED_SAVING = 0.045
+MAX_MIXED_ROW_GROWTH = 0.15
 
 
 def default_expert_aligned(cfg: MoeConfig) -> bool:
-    """Whether expected GEMM tiles fall by MIN_ALIGNED_SAVING with each expert's rows in tiles of its own."""
+    """Whether MoEFFN aligns each local expert's rows to row tiles at this shape (see MIN_ALIGNED_SAVING)."""
     plain = cfg.replace(expert_aligned=False, recv_rows_per_src=0)  # buckets of each layout's own size
     aligned = cfg.replace(expert_aligned=True, recv_rows_per_src=0)
-    before = busy_row_tiles(plain) + straddled_row_tiles(plain)
-    return busy_row_tiles(aligned) <= (1 - MIN_ALIGNED_SAVING) * before
+    if busy_row_tiles(aligned) > (1 - MIN_ALIGNED_SAVING) * (busy_row_tiles(plain) + straddled_row_tiles(plain)):
+        return False
+    if not too_few_row_tiles(aligned):  # row pipelines: an empty tile's chain costs its block almost nothing
+        return True
+    return aligned.row_tiles <= (1 + MAX_MIXED_ROW_GROWTH) * plain.row_tiles
