@@ -187,3 +187,11 @@ def test_default_expert_aligned_follows_the_measured_rule(shape, aligned):
     # EP 1's bucket holds any routing: every row plus a pad of up to 127 per expert, but no expert past T rows.
     most = min(cfg.tokens * cfg.topk + cfg.experts_per_rank * 127, cfg.experts_per_rank * cfg.tokens)
     assert on.recv_rows_per_src == -(-most // 128) * 128
+
+
+def test_a3_model_refuses_expert_aligned_in_one_line():
+    from hpmoe.errors import HpmoeError
+    from hpmoe.sim.api import check_hw_fits
+    from hpmoe.sim.hw import load_hw
+    with pytest.raises(HpmoeError, match="compile without --expert-aligned"):
+        check_hw_fits(make_config("small", {"expert_aligned": True}), load_hw())

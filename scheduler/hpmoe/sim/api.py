@@ -53,6 +53,8 @@ def check_hw_fits(cfg: MoeConfig, hw: Hardware) -> None:
     if cfg.weights_transposed:
         raise HpmoeError("the A3 model follows the AscendC kernel, which reads weights in the standard layout only: "
                          "compile without --weights-transposed")
+    if cfg.expert_aligned:  # its workload reads each slot's valid rows as one prefix (sim/workload.py)
+        raise HpmoeError("the A3 model does not lay out expert-aligned slots yet: compile without --expert-aligned")
     if act_n_block(cfg):
         raise HpmoeError("the A3 model follows the AscendC kernel, which runs SwiGLU on whole rows only: compile "
                          "without --act-n-block")
