@@ -381,7 +381,7 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
     a.ep = cfg_.ep;
     a.experts_per_rank = cfg_.experts_per_rank;
     a.rows_per_src = cfg_.recv_rows_per_src;
-    a.align = (cfg_.flags & ssc::kConfigExpertAligned) ? cfg_.tile_m : 1;
+    a.align = (cfg_.flags & ssc::kConfigExpertAligned) ? cfg_.tile_m : 1;  // as rt::SegmentSpan aligns
     a.chunks = uint32_t((n + kPlanChunk - 1) / kPlanChunk);
     a.counts = s.plan_counts;
     a.send_counts = reinterpret_cast<int32_t*>(s.segment + layout_.slot_offset[ssc::kSlotSendCounts]);

@@ -12,6 +12,7 @@
 // fails the launch before any row moves).
 #pragma once
 
+#include "../runtime/routing_plan.h"
 #include "device_rank.cuh"
 
 namespace hpmoe {
@@ -90,12 +91,11 @@ __global__ void __launch_bounds__(kPlanThreads) PlanPlace(const PlanArgs a) {
   const uint32_t first = dest * a.experts_per_rank;
   // Rows of lower local experts of the same destination (all chunks, each expert's rounded up to `align`), of
   // this expert in earlier chunks, and of this expert overall.
-  const auto span = [&](uint64_t rows) { return (rows + a.align - 1) / a.align * a.align; };
   uint64_t lower = 0, earlier = 0, own = 0;
   for (uint32_t l = threadIdx.x; l < local; l += blockDim.x) {  // adjacent threads, adjacent experts
     uint64_t rows = 0;
     for (uint32_t c = 0; c < a.chunks; ++c) rows += a.counts[uint64_t(c) * experts + first + l];
-    lower += span(rows);
+    lower += rt::AlignRows(uint32_t(rows), a.align);  // rows <= T*k < 2^31
   }
   for (uint32_t c = threadIdx.x; c < a.chunks; c += blockDim.x) {
     const uint32_t v = a.counts[uint64_t(c) * experts + g];
@@ -107,8 +107,9 @@ __global__ void __launch_bounds__(kPlanThreads) PlanPlace(const PlanArgs a) {
   own = BlockSum(own);
   if (chunk == 0) {
     if (threadIdx.x == 0) a.send_counts[g] = int32_t(own);
-    const uint64_t end = lower + span(own);  // pads between this expert and the next
-    for (uint64_t i = lower + own + threadIdx.x; i < end && i < C; i += blockDim.x) a.send_rows[uint64_t(dest) * C + i] = -1;
+    const uint64_t end = lower + rt::AlignRows(uint32_t(own), a.align);  // pads before the next expert
+    for (uint64_t i = lower + own + threadIdx.x; i < end && i < C; i += blockDim.x)
+      a.send_rows[uint64_t(dest) * C + i] = -1;
     if (local + 1 == a.experts_per_rank) {  // the destination's total: the bucket it needs, pads after it
       if (threadIdx.x == 0) atomicMax(&a.rank->plan_need, uint32_t(end));
       for (uint64_t i = end + threadIdx.x; i < C; i += blockDim.x) a.send_rows[uint64_t(dest) * C + i] = -1;

@@ -9,6 +9,7 @@
 
 #include "../ssc_layout.h"
 #include "device.h"
+#include "routing_plan.h"
 #include "status.h"
 
 namespace hpmoe {
@@ -18,11 +19,13 @@ namespace rt {
 // 32 bits (n <= C < 2^31, checked by the loader): a 64-bit division is a long call in device code.
 HPMOE_DEVICE uint64_t SegmentSpan(const ssc::SscConfig& cfg, uint64_t n) {
   if (!(cfg.flags & ssc::kConfigExpertAligned)) return n;
-  return uint64_t((uint32_t(n) + cfg.tile_m - 1) / cfg.tile_m * cfg.tile_m);
+  return AlignRows(uint32_t(n), cfg.tile_m);
 }
 
 // Calls f(expert, row_begin, row_end) for every non-empty expert segment inside [row0, row0 + rows), in
 // ascending row order; f returns 0 to go on, else the error that ends the walk. Returns 0, kErrCounts or f's.
+// count_at(s, e) is called for every local expert of each slot visited, e ascending, so a reader may keep
+// state between calls (CUDA's loads 32 counts at a time).
 template <class CountAt, class F>
 HPMOE_DEVICE int32_t ForEachExpertSegment(const ssc::SscConfig& cfg, CountAt&& count_at, uint64_t row0,
                                           uint64_t rows, F&& f) {
@@ -36,11 +39,11 @@ HPMOE_DEVICE int32_t ForEachExpertSegment(const ssc::SscConfig& cfg, CountAt&& c
       if (n < 0 || seg + uint64_t(n) > (s + 1) * C) return kErrCounts;
       const uint64_t b = seg > row0 ? seg : row0;
       const uint64_t t = seg + n < end ? seg + n : end;
+      seg += SegmentSpan(cfg, uint64_t(n));  // before the call: less state live across f (a GEMM tile on CUDA)
       if (b < t) {
         const int32_t err = f(uint32_t(e), b, t);
         if (err != 0) return err;
       }
-      seg += SegmentSpan(cfg, uint64_t(n));
     }
   }
   return 0;
@@ -48,7 +51,7 @@ HPMOE_DEVICE int32_t ForEachExpertSegment(const ssc::SscConfig& cfg, CountAt&& c
 
 // Calls f(row_begin, row_end) for each slot's valid part of the region (expert boundaries ignored, so one
 // range per slot; under kConfigExpertAligned one per expert segment, the pads between them skipped); f
-// returns 0 to go on. Returns 0, kErrCounts or f's error.
+// returns 0 to go on; count_at as for ForEachExpertSegment. Returns 0, kErrCounts or f's error.
 template <class CountAt, class F>
 HPMOE_DEVICE int32_t ForEachValidRange(const ssc::SscConfig& cfg, CountAt&& count_at, uint64_t row0, uint64_t rows,
                                        F&& f) {
