@@ -6,6 +6,7 @@
 #include "kernel_operator.h"
 
 #include "../runtime/program.h"
+#include "../runtime/routing_plan.h"
 #include "../runtime/status.h"
 #include "ascend_sync.h"
 #include "handlers_vector.h"
@@ -54,24 +55,18 @@ HPMOE_DEVICE int32_t PutDispatch(const KernelContext& ctx, const VectorBuffers& 
       out.cols != h || out.row_offset != ctx.tiling->rank * C + rows_ref.col_offset)
     return rt::kErrRegion;
   const __gm__ int32_t* plan = ctx.Slot<int32_t>(ssc::kSlotSendRows) + rows_ref.row_offset * C + rows_ref.col_offset;
-  // The plan lists valid rows first and pads (-1) after; under kConfigExpertAligned pads also sit between
-  // experts (skipped: no row reads them). Anything else is refused.
+  // Rows up to the chunk's last valid one; pads (between experts, kConfigExpertAligned) are skipped.
   const bool aligned = (ctx.cfg().flags & ssc::kConfigExpertAligned) != 0;
-  uint32_t n = 0;
-  while (n < rows_ref.cols && ReadGm(plan + n) >= 0) ++n;
-  for (uint32_t i = n; i < rows_ref.cols; ++i) {
-    const int32_t v = ReadGm(plan + i);
-    if (v == -1) continue;
-    if (!aligned || v < 0) return rt::kErrPlan;
-    n = i + 1;
-  }
+  const int64_t rows = rt::PlanChunkRows([plan](uint64_t i) { return ReadGm(plan + i); }, rows_ref.cols,
+                                         uint64_t(ctx.cfg().tokens) * k, aligned);
+  if (rows < 0) return rt::kErrPlan;
+  const uint32_t n = uint32_t(rows);
   const uint32_t dtype = ctx.cfg().dtype, es = ctx.ElemBytes(src_slot);
   const __gm__ float* weights = ctx.Slot<float>(ssc::kSlotTopkWeights);
   __gm__ uint8_t* remote = ctx.Remote(ctx.Row(dst_slot, out.row_offset), out.rank);
   for (uint32_t i = 0; i < n; ++i) {
     if (ReadGm(plan + i) == -1) continue;  // a pad between experts
     const uint64_t tk = uint64_t(ReadGm(plan + i));
-    if (tk >= uint64_t(ctx.cfg().tokens) * k) return rt::kErrPlan;
     const __gm__ uint8_t* src = ctx.Row(src_slot, tk / k);
     __gm__ uint8_t* dst = remote + uint64_t(i) * h * es;
     if (!backward) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "../runtime/routing_plan.h"
 #include "../runtime/status.h"
 #include "dtype.h"
 #include "row_segments.h"
@@ -49,16 +50,12 @@ int32_t PlanDispatchPut(const RankContext& ctx, WorkerScratch& s, const ssc::Ssc
       out.cols != h || out.row_offset != ctx.rank * C + rows_ref.col_offset)
     return rt::kErrRegion;
   const int32_t* plan_rows = ctx.Slot<int32_t>(ssc::kSlotSendRows) + rows_ref.row_offset * C + rows_ref.col_offset;
-  // The plan puts valid rows first, pads (-1) after; under kConfigExpertAligned pads also sit between
-  // experts: the put then carries rows up to the last valid one, its pads zeroed. Anything else is refused.
+  // Rows up to the chunk's last valid one, its pads (between experts, kConfigExpertAligned) zeroed.
   const bool aligned = (ctx.cfg.flags & ssc::kConfigExpertAligned) != 0;
-  uint64_t n = 0;
-  while (n < rows_ref.cols && plan_rows[n] >= 0) ++n;
-  for (uint64_t i = n; i < rows_ref.cols; ++i) {
-    if (plan_rows[i] == -1) continue;
-    if (!aligned || plan_rows[i] < 0) return rt::kErrPlan;
-    n = i + 1;
-  }
+  const int64_t rows = rt::PlanChunkRows([plan_rows](uint64_t i) { return plan_rows[i]; }, rows_ref.cols,
+                                         uint64_t(ctx.cfg.tokens) * k, aligned);
+  if (rows < 0) return rt::kErrPlan;
+  const uint64_t n = uint64_t(rows);
   const uint32_t dtype = ctx.cfg.dtype;
   const uint64_t row_bytes = h * DTypeBytes(dtype);
   const float* weights = ctx.Slot<float>(ssc::kSlotTopkWeights);
@@ -69,7 +66,6 @@ int32_t PlanDispatchPut(const RankContext& ctx, WorkerScratch& s, const ssc::Ssc
       continue;
     }
     const uint64_t tk = uint64_t(plan_rows[i]);
-    if (tk >= uint64_t(ctx.cfg.tokens) * k) return rt::kErrPlan;
     const uint8_t* src = ctx.Row(src_slot, tk / k);
     if (!backward) {
       std::memcpy(dst, src, row_bytes);

@@ -4,6 +4,7 @@
 // pointers a gather-put is a strided store), then signal. Checks mirror op_kernel/cpu/handlers_put.cpp.
 #pragma once
 
+#include "../runtime/routing_plan.h"
 #include "cuda_sync.cuh"
 #include "handlers_gemm.cuh"
 
@@ -45,17 +46,13 @@ __device__ __noinline__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sy
       out.col_offset != 0 || out.cols != h || out.row_offset != d.rank * C + rows_ref.col_offset)
     return rt::kErrRegion;
   const int32_t* plan = d.Slot<int32_t>(ssc::kSlotSendRows) + rows_ref.row_offset * C + rows_ref.col_offset;
-  // The plan puts valid rows first, pads (-1) after; under kConfigExpertAligned pads also sit between experts
-  // (skipped: no row reads them). Refuse anything else (uniform scan).
+  // Rows up to the chunk's last valid one (a uniform scan); pads (between experts, kConfigExpertAligned) are
+  // skipped: no row reads them.
   const bool aligned = (d.cfg.flags & ssc::kConfigExpertAligned) != 0;
-  uint64_t prefix = 0, n = 0;  // valid rows first; n: past the last valid row
-  while (prefix < rows_ref.cols && plan[prefix] >= 0) ++prefix;
-  for (uint64_t i = 0; i < rows_ref.cols; ++i) {
-    const int32_t v = plan[i];
-    if (v == -1) continue;
-    if (v < 0 || uint64_t(v) >= uint64_t(d.cfg.tokens) * k || (i > prefix && !aligned)) return rt::kErrPlan;
-    n = i + 1;
-  }
+  const int64_t rows = rt::PlanChunkRows([plan](uint64_t i) { return plan[i]; }, rows_ref.cols,
+                                         uint64_t(d.cfg.tokens) * k, aligned);
+  if (rows < 0) return rt::kErrPlan;
+  const uint64_t n = uint64_t(rows);
   const T* src = d.Slot<T>(src_slot);
   T* dst = d.Peer(out.rank, d.Slot<T>(dst_slot) + uint64_t(out.row_offset) * h);
   const float* weights = d.Slot<float>(ssc::kSlotTopkWeights);

@@ -32,6 +32,26 @@ struct PlanShape {
 
 HPMOE_DEVICE uint32_t AlignRows(uint32_t n, uint32_t align) { return (n + align - 1) / align * align; }
 
+// The rows a dispatch put carries from its chunk of send_rows (`cols` entries, read(i)): up to its last valid
+// entry. Every entry must be -1 (a pad) or a t*k + j below `limit`, and a valid entry may follow a pad only
+// where pads sit between experts (`pads_between`, kConfigExpertAligned); else -1 (the put's kErrPlan). The
+// same check in every backend, before any row moves.
+template <class Read>
+HPMOE_DEVICE int64_t PlanChunkRows(Read&& read, uint64_t cols, uint64_t limit, bool pads_between) {
+  uint64_t n = 0;
+  bool after_pad = false;
+  for (uint64_t i = 0; i < cols; ++i) {
+    const int32_t v = read(i);
+    if (v == -1) {
+      after_pad = true;
+      continue;
+    }
+    if (v < 0 || uint64_t(v) >= limit || (after_pad && !pads_between)) return -1;
+    n = i + 1;
+  }
+  return int64_t(n);
+}
+
 // scratch: ep*E uint32. When need > C the plan is incomplete (rows past C are not written, their token_rows
 // are -1) and must not be used: the caller refuses the routing or grows the bucket.
 HPMOE_DEVICE PlanResult BuildRoutingPlan(const PlanShape& s, const int32_t* ids, int32_t* send_counts,
