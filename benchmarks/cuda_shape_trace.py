@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_user_step import SHAPES  # noqa: E402
+from cuda_user_step import SHAPES, add_expert_aligned_arg, expert_aligned_value  # noqa: E402
 
 from hpmoe.act_split import act_n_block  # noqa: E402
 from hpmoe.config import make_config  # noqa: E402
@@ -38,12 +38,11 @@ def main() -> int:
     p.add_argument("--workers", help="AIC+AIV blocks, e.g. 96+36 (default: MoEFFN's)")
     p.add_argument("--transposed", action="store_true",
                    help="weights in nn.Linear's / transformers' layout ([E, 2I, h], [E, h, I])")
-    p.add_argument("--expert-aligned", choices=["auto", "on", "off"], default="auto",
-                   help="each expert's rows on a row-tile boundary (auto: MoEFFN's rule)")
+    add_expert_aligned_arg(p)
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     h, inter, E, k = SHAPES[model]
-    rt = MoeFfnRuntime(h, inter, E, k, expert_aligned={"auto": None, "on": True, "off": False}[args.expert_aligned])
+    rt = MoeFfnRuntime(h, inter, E, k, expert_aligned=expert_aligned_value(args.expert_aligned))
     cfg = rt.config(int(tokens), None, args.transposed)
     if args.pipelines:
         cfg = cfg.replace(row_pipelines=True)

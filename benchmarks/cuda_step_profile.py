@@ -16,7 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_user_step import SHAPES  # noqa: E402
+from cuda_user_step import SHAPES, add_expert_aligned_arg, expert_aligned_value  # noqa: E402
 
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.runtime.routing import make_routing  # noqa: E402
@@ -28,7 +28,7 @@ def main() -> int:
     p.add_argument("shape", help=f"MODEL:TOKENS, MODEL one of {', '.join(SHAPES)}")
     p.add_argument("--steps", type=int, default=3, help="profiled steps (after 3 unprofiled ones)")
     p.add_argument("--trace", type=Path, help="write the Chrome trace here")
-    p.add_argument("--expert-aligned", choices=["auto", "on", "off"], default="auto")
+    add_expert_aligned_arg(p)
     p.add_argument("--rows", type=int, default=25, help="rows of each table")
     args = p.parse_args()
     try:
@@ -40,7 +40,7 @@ def main() -> int:
     cfg = make_config(None, {"ep": 1, "tokens": T, "hidden": h, "inter": inter, "experts_per_rank": E, "topk": k,
                              "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, "random", 0)
-    m = MoEFFN(h, inter, E, k, expert_aligned={"auto": None, "on": True, "off": False}[args.expert_aligned])
+    m = MoEFFN(h, inter, E, k, expert_aligned=expert_aligned_value(args.expert_aligned))
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(T, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(T, h, device="cuda", generator=g).bfloat16()

@@ -50,6 +50,15 @@ SHAPES = {"deepseek-v3": (7168, 2048, 8, 8), "qwen3-30b-a3b": (2048, 768, 16, 8)
           "olmoe-1b-7b": (2048, 1024, 64, 8), "gpt-oss-20b": (2880, 2880, 32, 4)}
 
 
+def add_expert_aligned_arg(p: argparse.ArgumentParser) -> None:
+    """--expert-aligned auto|on|off (the benchmarks' shared option); expert_aligned_value maps it for MoEFFN."""
+    add_expert_aligned_arg(p)
+
+
+def expert_aligned_value(choice: str) -> bool | None:
+    return {"auto": None, "on": True, "off": False}[choice]
+
+
 def timed(fn, repeat: int, warmup: int = 2) -> float:
     """Median ms of fn() with CUDA events around each call, the GPU idle before each (so a host-side stall
     inside the call shows in the time, as it does in a user's step)."""
@@ -105,7 +114,7 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     ids_np, w_np = make_routing(cfg, routing, 0)
     m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block,
                fuse_swiglu=args.fuse_swiglu and inter % FUSED_SWIGLU_GROUP == 0,
-               expert_aligned={"auto": None, "on": True, "off": False}[args.expert_aligned])
+               expert_aligned=expert_aligned_value(args.expert_aligned))
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -204,8 +213,7 @@ def main() -> int:
                    help="output columns per weight-gradient task (0: whole widths; default: MoEFFN's, wgrad_split.py)")
     p.add_argument("--fuse-swiglu", action="store_true",
                    help="MoEFFN(fuse_swiglu=True) where I is a multiple of 128 (else the default schedule)")
-    p.add_argument("--expert-aligned", choices=["auto", "on", "off"], default="auto",
-                   help="MoEFFN(expert_aligned=...): each expert's rows on a row-tile boundary (auto: its default)")
+    add_expert_aligned_arg(p)
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     commit = os.environ.get("HPMOE_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],

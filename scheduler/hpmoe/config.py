@@ -137,7 +137,8 @@ FIELD_NAMES = {f.name for f in dataclasses.fields(MoeConfig)}
 
 
 def round_up(value: int, multiple: int) -> int:
-    """The smallest multiple of `multiple` that is at least `value`."""
+    """The smallest multiple of `multiple` that is at least `value` (elementwise for integer numpy arrays and
+    torch tensors too)."""
     return -(-value // multiple) * multiple
 
 

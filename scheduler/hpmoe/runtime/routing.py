@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from ..config import MoeConfig
+from ..config import MoeConfig, round_up
 from ..errors import RoutingError
 
 ROUTINGS = ("balanced", "random", "skewed", "empty")
@@ -69,14 +69,14 @@ def rows_needed(cfg: MoeConfig, topk_ids: np.ndarray) -> np.ndarray:
     ids = np.asarray(topk_ids, np.int64)
     per_expert = np.stack([np.bincount(ids[r].ravel(), minlength=cfg.num_experts)[:cfg.num_experts]
                            for r in range(cfg.ep)])
-    spans = -(-per_expert // cfg.align_rows) * cfg.align_rows
+    spans = round_up(per_expert, cfg.align_rows)
     return spans.reshape(cfg.ep, cfg.ep, cfg.experts_per_rank).sum(axis=2)
 
 
 def bucket_for(cfg: MoeConfig, topk_ids: np.ndarray) -> int:
     """Smallest C (multiple of tile_m, at least one tile) that holds this routing."""
     need = int(rows_needed(cfg, topk_ids).max(initial=0))
-    return max(cfg.tile_m, -(-need // cfg.tile_m) * cfg.tile_m)
+    return max(cfg.tile_m, round_up(need, cfg.tile_m))
 
 
 def check_routing(cfg: MoeConfig, topk_ids: np.ndarray, topk_weights: np.ndarray) -> None:
@@ -109,7 +109,7 @@ def plan_rank(cfg: MoeConfig, topk_ids_rank: np.ndarray) -> RankPlan:
     send_counts = np.zeros((ep, E), np.int32)
     np.add.at(send_counts, (dest, local), 1)
     # First row of each (destination, local expert): the spans of the lower experts there.
-    spans = -(-send_counts.astype(np.int64) // cfg.align_rows) * cfg.align_rows
+    spans = round_up(send_counts.astype(np.int64), cfg.align_rows)
     first = np.cumsum(spans, axis=1) - spans
     flat = (dest * E + local)[order]
     expert_starts = np.searchsorted(flat, np.arange(ep * E))  # first sorted index of each global expert

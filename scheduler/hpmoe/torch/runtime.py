@@ -198,7 +198,7 @@ class MoeFfnRuntime:
         sent = torch.bincount(topk_ids.reshape(-1).long().clamp_(0, self.ep * self.experts - 1),
                               minlength=self.ep * self.experts)
         if cfg.expert_aligned:  # each expert's rows rounded up to whole row tiles (routing_plan.h)
-            sent = (sent + cfg.tile_m - 1) // cfg.tile_m * cfg.tile_m
+            sent = round_up(sent, cfg.tile_m)
         sent = sent.reshape(self.ep, self.experts).sum(dim=1)
         need = torch.stack([sent.max(), torch.tensor(tokens, device=sent.device),
                             torch.tensor(-tokens, device=sent.device)])
