@@ -52,7 +52,8 @@ SHAPES = {"deepseek-v3": (7168, 2048, 8, 8), "qwen3-30b-a3b": (2048, 768, 16, 8)
 
 def add_expert_aligned_arg(p: argparse.ArgumentParser) -> None:
     """--expert-aligned auto|on|off (the benchmarks' shared option); expert_aligned_value maps it for MoEFFN."""
-    add_expert_aligned_arg(p)
+    p.add_argument("--expert-aligned", choices=["auto", "on", "off"], default="auto",
+                   help="MoEFFN(expert_aligned=...): each expert's rows on a row-tile boundary (auto: its default)")
 
 
 def expert_aligned_value(choice: str) -> bool | None:
