@@ -60,6 +60,19 @@ def expert_aligned_value(choice: str) -> bool | None:
     return {"auto": None, "on": True, "off": False}[choice]
 
 
+def give_main_grads(params, fused: bool) -> None:
+    """Megatron-style fp32 gradient buffers: `p.main_grad`, which a fused MoEFFN adds to in its kernel; where
+    gradients arrive through autograd instead, a post-accumulate hook adds .grad to it and drops .grad, as
+    Megatron's DDP does (the add the fused path saves)."""
+    for p in params:
+        p.main_grad = torch.zeros(p.shape, dtype=torch.float32, device=p.device)
+        if not fused:
+            def move(q):
+                q.main_grad.add_(q.grad)
+                q.grad = None
+            p.register_post_accumulate_grad_hook(move)
+
+
 def timed(fn, repeat: int, warmup: int = 2) -> float:
     """Median ms of fn() with CUDA events around each call, the GPU idle before each (so a host-side stall
     inside the call shows in the time, as it does in a user's step)."""
@@ -115,7 +128,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     ids_np, w_np = make_routing(cfg, routing, 0)
     m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block,
                fuse_swiglu=args.fuse_swiglu and inter % FUSED_SWIGLU_GROUP == 0,
-               expert_aligned=expert_aligned_value(args.expert_aligned))
+               expert_aligned=expert_aligned_value(args.expert_aligned),
+               fuse_wgrad_accumulation=args.fuse_wgrad_accumulation)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -124,6 +138,9 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     # The PyTorch path holds the same parameters (its own leaves, so gradients do not mix).
     w1t, w2t = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
     ids64 = ids.long()
+    if args.grad_buffer == "main_grad":
+        give_main_grads((m.w1, m.w2), fused=args.fuse_wgrad_accumulation)
+        give_main_grads((w1t, w2t), fused=False)
 
     def hp_fwd():
         return m(x, ids, tw)
@@ -142,7 +159,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
            "schedule": ("pipelines" if mcfg.row_pipelines else "mixed") + ("+pool" if mcfg.claim_pool else "")
            + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")
            + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "") + (" fused" if mcfg.fuse_swiglu else "")
-           + (" aligned" if mcfg.expert_aligned else "")}
+           + (" aligned" if mcfg.expert_aligned else "")
+           + (" wgrad-acc" if args.fuse_wgrad_accumulation else "") + (" main_grad" if args.grad_buffer == "main_grad" else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
     # Forward+backward: the two paths alternate call by call (clock and temperature drift hit both alike);
@@ -215,6 +233,12 @@ def main() -> int:
     p.add_argument("--fuse-swiglu", action="store_true",
                    help="MoEFFN(fuse_swiglu=True) where I is a multiple of 128 (else the default schedule)")
     add_expert_aligned_arg(p)
+    p.add_argument("--fuse-wgrad-accumulation", action="store_true",
+                   help="MoEFFN(fuse_wgrad_accumulation=True): its kernel adds dW to .grad / main_grad (the PyTorch "
+                        "path's gradients arrive through autograd's add)")
+    p.add_argument("--grad-buffer", choices=["grad", "main_grad"], default="grad",
+                   help="where both paths accumulate weight gradients: .grad (autograd), or fp32 main_grad "
+                        "(Megatron's buffers: a hook adds .grad to it where the add is not fused)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     commit = os.environ.get("HPMOE_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],

@@ -107,19 +107,19 @@ hpmoe::cuda::LaunchOptions ToOptions(const HpmoeCudaOptions* o) {
 }  // namespace
 
 int hpmoe_cuda_launch_timed(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
-                            uint32_t dw_half, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
+                            uint32_t dw_mode, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
                             int errlen) {
   hpmoe::cuda::LaunchSpec spec;
   for (uint32_t s = 0; s < hpmoe::ssc::kSlotCount; ++s) spec.bound[s] = bound != nullptr ? bound[s] : 0;
-  spec.dw_half = dw_half != 0;
+  spec.dw_mode = dw_mode;
   spec.plan = plan != 0;
   return Fail(static_cast<CudaGroup*>(group)->Launch(rank, direction, stream, spec, ToOptions(options), timed != 0),
               err, errlen);
 }
 
 int hpmoe_cuda_launch(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
-                      uint32_t dw_half, uint32_t plan, const HpmoeCudaOptions* options, char* err, int errlen) {
-  return hpmoe_cuda_launch_timed(group, rank, direction, stream, bound, dw_half, plan, 0, options, err, errlen);
+                      uint32_t dw_mode, uint32_t plan, const HpmoeCudaOptions* options, char* err, int errlen) {
+  return hpmoe_cuda_launch_timed(group, rank, direction, stream, bound, dw_mode, plan, 0, options, err, errlen);
 }
 
 int hpmoe_cuda_kernel_ms(void* group, uint32_t rank, uint32_t direction, float* ms, char* err, int errlen) {

@@ -42,14 +42,15 @@ int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* opti
                    int errlen);
 // Enqueues one launch of `direction` on local `rank` on `stream` (a cudaStream_t; NULL = the legacy default
 // stream) without waiting: bound[26] device addresses used in place of heap slots (0 = the heap slot; only
-// slots no peer writes), dw_half: bound DW1/DW2 hold the model dtype; plan: build the routing plan on the
-// device from TOPK_IDS first (forward). A failure is reported by hpmoe_cuda_poll.
+// slots no peer writes), dw_mode: how the weight gradient reaches bound DW1/DW2 (bit 0: rounded to the model
+// dtype, else fp32; bit 1: added to what they hold; kDwModelDtype/kDwAccumulate in device_rank.cuh); plan: build
+// the routing plan on the device from TOPK_IDS first (forward). A failure is reported by hpmoe_cuda_poll.
 int hpmoe_cuda_launch(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
-                      uint32_t dw_half, uint32_t plan, const HpmoeCudaOptions* options, char* err, int errlen);
+                      uint32_t dw_mode, uint32_t plan, const HpmoeCudaOptions* options, char* err, int errlen);
 // options->trace is ignored by hpmoe_cuda_launch; a launch with timed = 1 records CUDA events around its
 // persistent kernel, read (after waiting for it) by hpmoe_cuda_kernel_ms.
 int hpmoe_cuda_launch_timed(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
-                            uint32_t dw_half, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
+                            uint32_t dw_mode, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
                             int errlen);
 int hpmoe_cuda_kernel_ms(void* group, uint32_t rank, uint32_t direction, float* ms, char* err, int errlen);
 // 0 while no launch of the group has failed (reads mapped host memory: no sync); else 1 with the first

@@ -365,7 +365,11 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
       return Format("slot %s lives outside the heap: a %s launch must bind it", ssc::SlotName(slot),
                     kDirNames[direction]);
   }
-  b.dw_half = spec.dw_half ? 1u : 0u;
+  if ((spec.dw_mode & ~(kDwModelDtype | kDwAccumulate)) != 0)
+    return Format("dw_mode %u: only bits kDwModelDtype (1) and kDwAccumulate (2) exist", spec.dw_mode);
+  if ((spec.dw_mode & kDwAccumulate) && (spec.bound[ssc::kSlotDW1] == 0 || spec.bound[ssc::kSlotDW2] == 0))
+    return Format("dw_mode accumulates into DW1/DW2: a launch must bind both (the heap's are not gradients)");
+  b.dw_mode = spec.dw_mode;
   b.planned = spec.plan ? 1u : 0u;
   std::string err = BindWeights(s, direction, spec, &b);
   if (!err.empty()) return err;

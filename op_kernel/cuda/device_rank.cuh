@@ -51,6 +51,12 @@ struct SlotInfo {
   uint32_t dim1;  // weights: rows per expert (dims[1]); else 0
 };
 
+// How a launch's weight gradient reaches the bound DW1/DW2 (LaunchSpec::dw_mode; the C API's dw_mode).
+// Neither bit: written in fp32. kDwModelDtype: written rounded to the model dtype (a framework's .grad).
+// kDwAccumulate: added to what the tensor holds (fp32 or, with kDwModelDtype, the model dtype: one rounding
+// of the sum), so a framework's gradient buffer accumulates over micro-steps without a separate add kernel.
+constexpr uint32_t kDwModelDtype = 1u, kDwAccumulate = 2u;
+
 struct DeviceRank {
   rt::SscProgram program;  // tasks/events/queues/entries point into device memory
   ssc::SscConfig cfg;
@@ -70,7 +76,7 @@ struct DeviceRank {
   uint32_t* host_status;     // mapped host memory: set to 1 by the first failing worker (read without a sync)
   // ---- set per launch by the bind kernel -----------------------------------------------------------
   uint8_t* bound[ssc::kSlotCount];  // non-null: the slot lives at this address (e.g. a torch tensor)
-  uint32_t dw_half;          // bound DW1/DW2 hold the model dtype (bf16/fp16) instead of fp32
+  uint32_t dw_mode;          // kDwModelDtype | kDwAccumulate bits: how the weight gradient reaches DW1/DW2
   uint32_t planned;          // this launch built the routing plan on the device (routing_plan.cuh)
   unsigned long long plan_bad;  // first out-of-range t*k + j, or ~0
   uint32_t plan_need;        // most rows this rank sends one destination

@@ -46,6 +46,44 @@ struct StoreRounded {
 struct StoreFp32 {
   __device__ void operator()(float* p, float v0, float v1) const { *reinterpret_cast<float2*>(p) = make_float2(v0, v1); }
 };
+// Weight gradients written, or added to a framework's gradient buffer (kDwAccumulate; the flag is uniform, so
+// one instantiation of the epilogue serves both). Each element is read and written by one thread once per
+// launch (K whole in one task), so the sum is deterministic.
+template <class T>
+struct StoreGradRounded {
+  bool add;
+  __device__ void operator()(T* p, float v0, float v1) const {
+    if (add) {
+      const uint32_t held = *reinterpret_cast<const uint32_t*>(p);
+      const T* old = reinterpret_cast<const T*>(&held);
+      v0 += ToF(old[0]);
+      v1 += ToF(old[1]);
+    }
+    StoreRounded<T>{}(p, v0, v1);
+  }
+};
+struct StoreGradFp32 {
+  bool add;
+  __device__ void operator()(float* p, float v0, float v1) const {
+    if (add) {
+      const float2 old = *reinterpret_cast<const float2*>(p);
+      v0 += old.x;
+      v1 += old.y;
+    }
+    StoreFp32{}(p, v0, v1);
+  }
+};
+
+// The weight-gradient tile's epilogue as dw_mode asks (device_rank.cuh): rounded to the model dtype (a
+// framework's gradient: the one rounding, here) or fp32, written or added. `write(ptr, store)` is the tile's
+// accumulator-to-global write, `first` the task's first output element (row_offset * ld). Addresses are
+// formed here, not held across the task's GEMM loop (fewer live registers).
+template <class T, class Write>
+__device__ __forceinline__ void WriteWeightGrad(const DeviceRank& d, uint32_t slot, uint64_t first, Write&& write) {
+  const bool add = (d.dw_mode & kDwAccumulate) != 0;
+  if (d.dw_mode & kDwModelDtype) write(d.Slot<T>(slot) + first, StoreGradRounded<T>{add});
+  else write(d.Slot<float>(slot) + first, StoreGradFp32{add});
+}
 
 template <class T, bool kTransB>
 __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
@@ -163,7 +201,6 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       dy.col_offset != c0 || dy.cols != out.cols || x.col_offset != b0 || x.cols != wg || x.row_offset != 0 ||
       x.rows != all_rows || dy.row_offset != 0 || dy.rows != all_rows || (b0 % 8) != 0)
     return rt::kErrRegion;
-  float* c = d.Slot<float>(out.slot) + uint64_t(out.row_offset) * n;
   // K = expert e's rows of slots 0..ep-1, in that order (the CPU twin's order): looked up once per task.
   __shared__ uint64_t k_rows[2 * kMaxRanks];
   const int32_t rows_err = ExpertRowsPerSlot(d, e, k_rows);
@@ -199,11 +236,9 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
           g.Zero();
           const int32_t err = segments([&](int32_t r0, int32_t r1) { g.template Consume<true>(r0, r1); });
           if (err != 0) return err;
-          if (d.dw_half)  // bound to a framework's gradient in the model dtype: the one rounding, here
-            g.Write(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg), int64_t(c1),
-                    StoreRounded<T>{});
-          else
-            g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), StoreFp32{});
+          WriteWeightGrad<T>(d, out.slot, uint64_t(out.row_offset) * n, [&](auto* c, auto store) {
+            g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), store);
+          });
           return int32_t(0);
         });
       });
@@ -243,18 +278,20 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       // issuing the next tile's first loads before the epilogue as well measured the same, 24.5 ms; one
       // H200, benchmarks/RESULTS.md).
       if (HPMOE_EXPERIMENT_DW == 1) continue;  // timing experiment: no epilogue (block_gemm_tma.cuh)
-      if (d.dw_half) {
-        T* dst = d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n;
-#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
-        g.WriteStagedAsync(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), HPMOE_DW_EVICT_FIRST);
-#elif HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
-        g.WriteStaged(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
+#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
+      if (d.dw_mode == kDwModelDtype) {
+        T* half_dst = d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n;
+#if HPMOE_GEMM_ASYNC_EPILOGUE
+        g.WriteStagedAsync(half_dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), HPMOE_DW_EVICT_FIRST);
 #else
-        g.Write(dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), StoreRounded<T>{});
+        g.WriteStaged(half_dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
 #endif
-      } else {
-        g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), StoreFp32{});
+        continue;
       }
+#endif
+      WriteWeightGrad<T>(d, out.slot, uint64_t(out.row_offset) * n, [&](auto* c, auto store) {
+        g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), store);
+      });
     }
   }
 #if HPMOE_GEMM_TMA

@@ -11,7 +11,7 @@ namespace cuda {
 
 struct LaunchBinding {
   uint8_t* bound[ssc::kSlotCount];
-  uint32_t dw_half;
+  uint32_t dw_mode;
   uint32_t planned;
   alignas(64) uint8_t weight_maps[2][kBoxKinds][kTensorMapBytes];
 };
@@ -26,7 +26,7 @@ __global__ void BindLaunch(DeviceRank* d, const __grid_constant__ LaunchBinding 
     const uint32_t n = *d->epoch + 1;
     *d->epoch = n;
     d->program.invocation = n;
-    d->dw_half = b.dw_half;
+    d->dw_mode = b.dw_mode;
     d->planned = b.planned;
     d->plan_bad = kNoBadId;
     d->plan_need = 0;

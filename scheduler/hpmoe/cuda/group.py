@@ -166,19 +166,22 @@ class CudaGroup:
         return self.last_ms
 
     def launch(self, rank: int, direction: str, stream: int, bound: dict[Slot, int] | None = None, *,
-               dw_half: bool = False, plan: bool = False, timeout_s: float = 30.0, timed: bool = False) -> None:
+               dw_half: bool = False, dw_accumulate: bool = False, plan: bool = False, timeout_s: float = 30.0,
+               timed: bool = False) -> None:
         """Enqueues one launch on `stream` (a cudaStream_t as an int, e.g. torch's current stream) and returns
         without waiting. `bound`: slots used in place at these device addresses (inputs, outputs, weights and
-        their gradients; never what peers write). plan: build the routing plan from TOPK_IDS on the device.
-        timed: CUDA events around the persistent kernel, read by kernel_ms."""
+        their gradients; never what peers write). dw_half: bound DW1/DW2 hold the model dtype (else fp32);
+        dw_accumulate: the weight gradient is added to what they hold (a framework's gradient buffer). plan:
+        build the routing plan from TOPK_IDS on the device. timed: CUDA events around the persistent kernel,
+        read by kernel_ms."""
         table = (ctypes.c_uint64 * len(Slot))()
         for slot, address in (bound or {}).items():
             table[int(slot)] = address
         opts = CudaOptions(timeout_ms=int(timeout_s * 1000))
         err = ctypes.create_string_buffer(ERR_LEN)
-        self._check(lib().hpmoe_cuda_launch_timed(self.handle, rank, DIRECTIONS[direction], stream, table,
-                                                  int(dw_half), int(plan), int(timed), ctypes.byref(opts), err,
-                                                  ERR_LEN), err)
+        dw_mode = int(dw_half) | int(dw_accumulate) << 1  # kDwModelDtype | kDwAccumulate (device_rank.cuh)
+        self._check(lib().hpmoe_cuda_launch_timed(self.handle, rank, DIRECTIONS[direction], stream, table, dw_mode,
+                                                  int(plan), int(timed), ctypes.byref(opts), err, ERR_LEN), err)
 
     def kernel_ms(self, rank: int, direction: str) -> float:
         """The persistent kernel's ms in this rank's last timed launch of `direction` (waits for it)."""

@@ -32,6 +32,7 @@ import torch
 
 from . import ops
 from .runtime import MoeFfnRuntime
+from .wgrad import check_params
 
 
 def _check_inputs(rt: MoeFfnRuntime, x, topk_ids, topk_weights, w1, w2) -> None:
@@ -58,16 +59,22 @@ def _check_inputs(rt: MoeFfnRuntime, x, topk_ids, topk_weights, w1, w2) -> None:
 
 
 def moe_ffn(x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
-            w2: torch.Tensor, runtime: MoeFfnRuntime) -> torch.Tensor:
+            w2: torch.Tensor, runtime: MoeFfnRuntime, *, wgrad_into: tuple | None = None) -> torch.Tensor:
     """y [T, h] = sum_j topk_weights[t, j] * (silu(x W1g[e]) * (x W1u[e])) W2[e], e = topk_ids[t, j].
     w1 [E_local, h, 2I] (gate | up) and w2 [E_local, I, h], contiguous or transpose views of the layouts
     transformers stores ([E, 2I, h] / [E, h, I]; both read in place, other strides copied). Differentiable in
-    x, topk_weights, w1 and w2. Under autocast a floating x is cast to the op's dtype, as autocast ops do."""
+    x, topk_weights, w1 and w2. Under autocast a floating x is cast to the op's dtype, as autocast ops do.
+
+    wgrad_into=(p1, p2), the parameters w1 and w2 are (or are transposes of): the backward kernel adds the
+    weight gradients to p.main_grad, else p.grad, in its epilogue, and autograd gets none for w1/w2
+    (hpmoe.torch.wgrad: the convention, and what does not see them)."""
     if x.dtype != runtime.dtype and x.is_floating_point() and torch.is_autocast_enabled(x.device.type):
         x = x.to(runtime.dtype)
     _check_inputs(runtime, x, topk_ids, topk_weights, w1, w2)
     if not torch.compiler.is_compiling():
-        return ops.EagerMoeFfn.apply(x, topk_weights, w1, w2, topk_ids, runtime)
+        if wgrad_into is not None:
+            check_params(wgrad_into, ops._stored_weights(w1, w2)[1:])
+        return ops.EagerMoeFfn.apply(x, topk_weights, w1, w2, topk_ids, runtime, wgrad_into)
     keep = torch.is_grad_enabled() and any(t.requires_grad for t in (x, topk_weights, w1, w2))
     return ops.moe_ffn_fwd(x, topk_ids, topk_weights, w1, w2, runtime.id, keep)[0]
 
@@ -80,8 +87,10 @@ class MoEFFN(torch.nn.Module):
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
-                 expert_aligned: bool | None = None):
+                 expert_aligned: bool | None = None, fuse_wgrad_accumulation: bool = False):
         super().__init__()
+        # The backward adds the weight gradients to w1/w2's main_grad, else .grad, itself (wgrad.py).
+        self.fuse_wgrad_accumulation = fuse_wgrad_accumulation
         self.runtime = MoeFfnRuntime(hidden_size, intermediate_size, num_local_experts, topk, group=group,
                                      capacity_factor=capacity_factor, dtype=dtype, tile_m=tile_m, num_aic=num_aic,
                                      num_aiv=num_aiv, wgrad_tile=wgrad_tile, token_tile=token_tile,
@@ -103,4 +112,5 @@ class MoEFFN(torch.nn.Module):
         return self.runtime.rank
 
     def forward(self, x: torch.Tensor, topk_ids: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
-        return moe_ffn(x, topk_ids, topk_weights, self.w1, self.w2, self.runtime)
+        return moe_ffn(x, topk_ids, topk_weights, self.w1, self.w2, self.runtime,
+                       wgrad_into=(self.w1, self.w2) if self.fuse_wgrad_accumulation else None)

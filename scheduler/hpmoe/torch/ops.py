@@ -17,6 +17,7 @@ import torch
 
 from ..ssc_format import Slot
 from .runtime import _LEASES, _RUNTIMES, LeaseHold, MoeFfnRuntime
+from .wgrad import WgradTargets, autograd_grads, resolve
 
 
 def _stream(rt: MoeFfnRuntime) -> int:
@@ -77,9 +78,13 @@ def _(x, topk_ids, topk_weights, w1, w2, runtime, keep):
     return torch.empty_like(x), torch.empty((), dtype=torch.int64, device="cpu")
 
 
-def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime):
+def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTargets | None = None):
+    """(dx, d topk_weights, dw1, dw2); with `into`, the kernel adds (or writes) the weight gradients there
+    and dw1/dw2 are None (wgrad.py)."""
     T = dy.shape[0]
     if T == 0:
+        if into is not None:
+            return dy.new_empty((0, rt.hidden)), topk_weights.new_empty((0, rt.topk)), None, None
         return (dy.new_empty((0, rt.hidden)), topk_weights.new_empty((0, rt.topk)), torch.zeros_like(w1),
                 torch.zeros_like(w2))
     rt.poll()
@@ -90,16 +95,22 @@ def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime):
     weights = topk_weights.to(torch.float32).contiguous()
     transposed, w1c, w2c = _stored_weights(w1, w2)
     dx = torch.empty_like(dy)
-    dw1 = torch.empty(w1c.shape, dtype=rt.dtype, device=dy.device)  # in the weights' stored layout
-    dw2 = torch.empty(w2c.shape, dtype=rt.dtype, device=dy.device)
+    if into is None:
+        dw1 = torch.empty(w1c.shape, dtype=rt.dtype, device=dy.device)  # in the weights' stored layout
+        dw2 = torch.empty(w2c.shape, dtype=rt.dtype, device=dy.device)
+        model_dtype, accumulate = True, False
+    else:
+        dw1, dw2, model_dtype, accumulate = into.dw1, into.dw2, into.model_dtype, into.accumulate
     dtw = torch.empty((T, rt.topk), dtype=torch.float32, device=dy.device)
     lease.group.launch(rt.rank, "bwd", _stream(rt),
                        {Slot.DY: dy.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(),
                         Slot.W2: w2c.data_ptr(), Slot.DX: dx.data_ptr(), Slot.DW1: dw1.data_ptr(),
                         Slot.DW2: dw2.data_ptr(), Slot.DTOPK_WEIGHTS: dtw.data_ptr()},
-                       dw_half=True, timeout_s=rt.timeout_s, timed=rt.time_kernels)
+                       dw_half=model_dtype, dw_accumulate=accumulate, timeout_s=rt.timeout_s, timed=rt.time_kernels)
     rt.last_launch["bwd"] = lease.group
     lease.release()  # the next forward may reuse this heap: it runs after this backward on the stream
+    if into is not None:
+        return dx, dtw.to(topk_weights.dtype), None, None
     if transposed:  # gradients of the [E, h, 2I] / [E, I, h] views, stored as their parameters are
         dw1, dw2 = dw1.transpose(1, 2), dw2.transpose(1, 2)
     return dx, dtw.to(topk_weights.dtype), dw1, dw2
@@ -143,14 +154,19 @@ class EagerMoeFfn(torch.autograd.Function):
     generation is dropped with its context and backward uses this one (same inputs, same state)."""
 
     @staticmethod
-    def forward(ctx, x, topk_weights, w1, w2, topk_ids, rt: MoeFfnRuntime):
+    def forward(ctx, x, topk_weights, w1, w2, topk_ids, rt: MoeFfnRuntime, wgrad_into=None):
         y, lease = _fwd_impl(x, topk_ids, topk_weights, w1, w2, rt, any(ctx.needs_input_grad[:4]))
         ctx.rt, ctx.hold = rt, LeaseHold(lease)
+        # Fused accumulation (wgrad.py) where the weights need gradients; their parameters, checked by moe_ffn.
+        ctx.wgrad_into = wgrad_into if wgrad_into is not None and all(ctx.needs_input_grad[2:4]) else None
         ctx.save_for_backward(topk_weights, w1, w2)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         topk_weights, w1, w2 = ctx.saved_tensors
-        dx, dtw, dw1, dw2 = _bwd_impl(dy, ctx.hold.lease, topk_weights, w1, w2, ctx.rt)
-        return dx, dtw, dw1, dw2, None, None
+        into = resolve(ctx.wgrad_into, ctx.rt.dtype) if ctx.wgrad_into is not None else None
+        dx, dtw, dw1, dw2 = _bwd_impl(dy, ctx.hold.lease, topk_weights, w1, w2, ctx.rt, into)
+        if into is not None:
+            dw1, dw2 = autograd_grads(ctx.wgrad_into, (w1, w2))
+        return dx, dtw, dw1, dw2, None, None, None
