@@ -56,6 +56,29 @@ __device__ __forceinline__ void StoreF32x8(float* p, const float* in) {
   reinterpret_cast<float4*>(p)[1] = make_float4(in[4], in[5], in[6], in[7]);
 }
 
+// Accumulating epilogues (AddStagedRows) on an fp32 or 16-bit OutT: 8 elements at a shared-space address as
+// fp32; 8 fp32 values stored as OutT (16-bit: rounded); scalar conversions alike.
+template <class OutT>
+__device__ __forceinline__ void LoadShared8Out(uint32_t addr, float* out) {
+  if constexpr (sizeof(OutT) == 4) {
+    const uint4 a = LoadShared16(addr), b = LoadShared16(addr + 16);
+    const uint32_t w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+    for (int i = 0; i < 8; ++i) out[i] = __uint_as_float(w[i]);
+  } else {
+    Unpack8<OutT>(LoadShared16(addr), out);
+  }
+}
+__device__ __forceinline__ void Store8Out(float* p, const float* in) { StoreF32x8(p, in); }
+template <class T>
+__device__ __forceinline__ void Store8Out(T* p, const float* in) { Store8<T>(p, in); }
+__device__ __forceinline__ float ToOut(float v) { return v; }
+template <class T>
+__device__ __forceinline__ float ToOut(T v) { return ToF(v); }
+template <class OutT>
+__device__ __forceinline__ OutT FromOut(float v) { return FromF<OutT>(v); }
+template <>
+__device__ __forceinline__ float FromOut<float>(float v) { return v; }
+
 __device__ __forceinline__ int32_t LoadI32(const int32_t* p) { return __ldcg(p); }
 __device__ __forceinline__ float LoadF32(const float* p) { return __ldcg(p); }
 

@@ -47,8 +47,9 @@ struct StoreFp32 {
   __device__ void operator()(float* p, float v0, float v1) const { *reinterpret_cast<float2*>(p) = make_float2(v0, v1); }
 };
 // Weight gradients written, or added to a framework's gradient buffer (kDwAccumulate; the flag is uniform, so
-// one instantiation of the epilogue serves both). Each element is read and written by one thread once per
-// launch (K whole in one task), so the sum is deterministic.
+// one instantiation of the epilogue serves both): the sum is old + dW rounded to T, as BlockGemm::AddStaged
+// (the staged epilogue, which the default tile uses; this one serves the others). Each element is read and
+// written by one thread once per launch (K whole in one task), so the sum is deterministic.
 template <class T>
 struct StoreGradRounded {
   bool add;
@@ -56,19 +57,20 @@ struct StoreGradRounded {
     if (add) {
       const uint32_t held = *reinterpret_cast<const uint32_t*>(p);
       const T* old = reinterpret_cast<const T*>(&held);
-      v0 += ToF(old[0]);
-      v1 += ToF(old[1]);
+      v0 = ToF(old[0]) + ToF(FromF<T>(v0));
+      v1 = ToF(old[1]) + ToF(FromF<T>(v1));
     }
     StoreRounded<T>{}(p, v0, v1);
   }
 };
+template <class T>
 struct StoreGradFp32 {
   bool add;
   __device__ void operator()(float* p, float v0, float v1) const {
     if (add) {
       const float2 old = *reinterpret_cast<const float2*>(p);
-      v0 += old.x;
-      v1 += old.y;
+      v0 = old.x + ToF(FromF<T>(v0));
+      v1 = old.y + ToF(FromF<T>(v1));
     }
     StoreFp32{}(p, v0, v1);
   }
@@ -82,7 +84,7 @@ template <class T, class Write>
 __device__ __forceinline__ void WriteWeightGrad(const DeviceRank& d, uint32_t slot, uint64_t first, Write&& write) {
   const bool add = (d.dw_mode & kDwAccumulate) != 0;
   if (d.dw_mode & kDwModelDtype) write(d.Slot<T>(slot) + first, StoreGradRounded<T>{add});
-  else write(d.Slot<float>(slot) + first, StoreGradFp32{add});
+  else write(d.Slot<float>(slot) + first, StoreGradFp32<T>{add});
 }
 
 template <class T, bool kTransB>
@@ -278,14 +280,24 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       // issuing the next tile's first loads before the epilogue as well measured the same, 24.5 ms; one
       // H200, benchmarks/RESULTS.md).
       if (HPMOE_EXPERIMENT_DW == 1) continue;  // timing experiment: no epilogue (block_gemm_tma.cuh)
-#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE
+#if HPMOE_GEMM_TMA && HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
       if (d.dw_mode == kDwModelDtype) {
-        T* half_dst = d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n;
-#if HPMOE_GEMM_ASYNC_EPILOGUE
-        g.WriteStagedAsync(half_dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), HPMOE_DW_EVICT_FIRST);
-#else
-        g.WriteStaged(half_dst, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
+        g.WriteStagedAsync(d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), m0, n0, int64_t(wg),
+                           int64_t(c1), HPMOE_DW_EVICT_FIRST);
+        continue;
+      }
 #endif
+#if HPMOE_GEMM_STAGED_EPILOGUE
+      if (d.dw_mode & (kDwModelDtype | kDwAccumulate)) {  // staged: written in T, or added (AddStagedRows)
+        const uint64_t first = uint64_t(out.row_offset) * n;
+        g.WriteStagedBy([&] {
+          if (!(d.dw_mode & kDwAccumulate))
+            g.StoreStaged(g.smem, d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
+          else if (d.dw_mode & kDwModelDtype)
+            g.AddStagedRows(d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
+          else
+            g.AddStagedRows(d.Slot<float>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
+        });
         continue;
       }
 #endif
