@@ -12,6 +12,8 @@ Default: DeepSeek-V3 expert shapes (h 7168, I 2048, 8 experts, top-8, bf16); --s
         deepseek-v3:1024 deepseek-v3:4096 --routing random        # the shapes sweep (issue 16)
 
 Ratio = PyTorch time / hpmoe time (above 1: hpmoe faster). Medians of --repeat timed calls after warm-up.
+Weight gradients accumulate over the timed steps (as over micro-steps) in .grad, or with --grad-buffer main_grad
+in Megatron-style fp32 buffers; --fuse-wgrad-accumulation makes MoEFFN's kernel do the add (hpmoe.torch.wgrad).
 """
 from __future__ import annotations
 
