@@ -131,7 +131,7 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block,
                fuse_swiglu=args.fuse_swiglu and inter % FUSED_SWIGLU_GROUP == 0,
                expert_aligned=expert_aligned_value(args.expert_aligned),
-               fuse_wgrad_accumulation=args.fuse_wgrad_accumulation)
+               fuse_wgrad_accumulation=args.fuse_wgrad_accumulation, num_aiv=args.num_aiv)
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -162,7 +162,7 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
            + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")
            + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "") + (" fused" if mcfg.fuse_swiglu else "")
            + (" aligned" if mcfg.expert_aligned else "")
-           + (" wgrad-acc" if args.fuse_wgrad_accumulation else "") + (" main_grad" if args.grad_buffer == "main_grad" else "")}
+           + f" {mcfg.num_aic}+{mcfg.num_aiv}" + (" wgrad-acc" if args.fuse_wgrad_accumulation else "") + (" main_grad" if args.grad_buffer == "main_grad" else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
     # Forward+backward: the two paths alternate call by call (clock and temperature drift hit both alike);
@@ -241,6 +241,8 @@ def main() -> int:
     p.add_argument("--grad-buffer", choices=["grad", "main_grad"], default="grad",
                    help="where both paths accumulate weight gradients: .grad (autograd), or fp32 main_grad "
                         "(Megatron's buffers: a hook adds .grad to it where the add is not fused)")
+    p.add_argument("--num-aiv", type=int, default=None,
+                   help="vector-queue worker blocks (default: MoEFFN's per-shape choice); the rest run cube queues")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     commit = os.environ.get("HPMOE_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
