@@ -162,7 +162,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
            + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")
            + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "") + (" fused" if mcfg.fuse_swiglu else "")
            + (" aligned" if mcfg.expert_aligned else "")
-           + f" {mcfg.num_aic}+{mcfg.num_aiv}" + (" wgrad-acc" if args.fuse_wgrad_accumulation else "") + (" main_grad" if args.grad_buffer == "main_grad" else "")}
+           + f" {mcfg.num_aic}+{mcfg.num_aiv}" + (" wgrad-acc" if args.fuse_wgrad_accumulation else "")
+           + (" main_grad" if args.grad_buffer == "main_grad" else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
     # Forward+backward: the two paths alternate call by call (clock and temperature drift hit both alike);

@@ -28,8 +28,8 @@ struct LaunchOptions {
 };
 
 // What one launch binds (launch_binding.cuh): slots used in place (device addresses; 0 = the heap slot; only
-// BindableSlot slots), how the weight gradient reaches DW1/DW2 (dw_mode), and whether to build the routing plan on the device first
-// (forward: from the TOPK_IDS slot, bound or in the heap).
+// BindableSlot slots), how the weight gradient reaches DW1/DW2 (dw_mode), and whether to build the routing
+// plan on the device first (forward: from the TOPK_IDS slot, bound or in the heap).
 struct LaunchSpec {
   uint64_t bound[ssc::kSlotCount] = {};
   uint32_t dw_mode = 0;  // kDwModelDtype | kDwAccumulate (device_rank.cuh)

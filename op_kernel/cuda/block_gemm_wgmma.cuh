@@ -33,7 +33,9 @@ constexpr uint32_t kGemmSmemBytes = kStages * kStageBytes + 1024;  // + alignmen
 
 __device__ __forceinline__ uint32_t Bits16(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
 __device__ __forceinline__ uint32_t Bits16(__half v) { return __half_as_ushort(v); }
-__device__ __forceinline__ float Bits16ToF(uint16_t b, __nv_bfloat16) { return __bfloat162float(__ushort_as_bfloat16(b)); }
+__device__ __forceinline__ float Bits16ToF(uint16_t b, __nv_bfloat16) {
+  return __bfloat162float(__ushort_as_bfloat16(b));
+}
 __device__ __forceinline__ float Bits16ToF(uint16_t b, __half) { return __half2float(__ushort_as_half(b)); }
 
 // Up to 8 16-bit elements (fewer at a ragged edge) from shared memory to c, one at a time.
@@ -210,9 +212,8 @@ struct BlockGemm {
   __device__ void WriteStaged(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
     WriteStagedBy([&] { StoreStaged(smem, c, ldc, m0, n0, m_valid, n_valid); });
   }
-  // The staged epilogue with `out()` taking the staged tile from shared memory (StoreStaged, AddStagedRows):
-  // one place that stages the accumulators, however many ways out (each inlined copy of Stage would hold the
-  // 128 accumulators live once more: the default kernel's spills went from 160 to 1284 bytes with two).
+  // The staged epilogue with `out()` taking the staged tile from shared memory (StoreStaged, or AddStagedRows
+  // for a gradient buffer): one staging and one pair of barriers, whichever way the tile leaves.
   template <class Out>
   __device__ void WriteStagedBy(Out&& out) {
     const uint64_t t0 = ProfileClock();

@@ -53,8 +53,9 @@ struct SlotInfo {
 
 // How a launch's weight gradient reaches the bound DW1/DW2 (LaunchSpec::dw_mode; the C API's dw_mode).
 // Neither bit: written in fp32. kDwModelDtype: written rounded to the model dtype (a framework's .grad).
-// kDwAccumulate: added to what the tensor holds (fp32 or, with kDwModelDtype, the model dtype: one rounding
-// of the sum), so a framework's gradient buffer accumulates over micro-steps without a separate add kernel.
+// kDwAccumulate: dW rounded to the model dtype is added, in fp32, to what the tensor holds (fp32, or with
+// kDwModelDtype the model dtype: the sum rounded), bitwise the framework's own `grad += dw`, so a gradient
+// buffer accumulates over micro-steps without a separate add kernel.
 constexpr uint32_t kDwModelDtype = 1u, kDwAccumulate = 2u;
 
 struct DeviceRank {

@@ -47,7 +47,7 @@ struct StoreFp32 {
   __device__ void operator()(float* p, float v0, float v1) const { *reinterpret_cast<float2*>(p) = make_float2(v0, v1); }
 };
 // Weight gradients written, or added to a framework's gradient buffer (kDwAccumulate; the flag is uniform, so
-// one instantiation of the epilogue serves both): the sum is old + dW rounded to T, as BlockGemm::AddStaged
+// one instantiation of the epilogue serves both): the sum is old + dW rounded to T, as BlockGemm::AddStagedRows
 // (the staged epilogue, which the default tile uses; this one serves the others). Each element is read and
 // written by one thread once per launch (K whole in one task), so the sum is deterministic.
 template <class T>

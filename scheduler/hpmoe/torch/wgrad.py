@@ -4,9 +4,10 @@ Autograd's `grad += dw` reads dW and the buffer and writes the buffer once more:
 Qwen3-235B's user step and its kernels on one H200 (benchmarks/cuda_step_profile.py); the PyTorch path pays it too.
 
 The sum is old + dW rounded to the model dtype, added in fp32 (and, into a 16-bit buffer, rounded): bitwise
-what autograd's add into .grad, or Megatron's `main_grad.add_(grad)`, leaves (tests/cuda/test_torch_wgrad_
-accumulation.py). Where the gradient goes, per parameter (the `fuse_wgrad_accumulation` convention of Megatron-Core and
-TransformerEngine): `p.main_grad` when the parameter has one (fp32 or the model dtype), else `p.grad`
+what autograd's add into .grad, or Megatron's `main_grad.add_(grad)`, leaves
+(tests/cuda/test_torch_wgrad_accumulation.py). Where the gradient goes, per parameter (the
+`fuse_wgrad_accumulation` convention of Megatron-Core and TransformerEngine): `p.main_grad` when the
+parameter has one (fp32 or the model dtype), else `p.grad`
 (allocated and written, not added, when no parameter has one yet). Autograd then gets no gradient for the
 weights, except that a parameter carrying `grad_added_to_main_grad` (Megatron's DDP) has it set to True and
 gets an uninitialised placeholder gradient, so the hooks that DDP runs on gradient accumulation still fire.
