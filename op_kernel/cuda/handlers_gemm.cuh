@@ -1,6 +1,6 @@
 // The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole, a column block of the
 // expert width: the whole width unless the compiler split it, scheduler/hpmoe/gmm_split.py) and GMM_WEIGHT_GRAD
-// (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into fp32).
+// (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into DW1/DW2 as the launch's dw_mode asks).
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 
@@ -50,29 +50,17 @@ struct StoreFp32 {
 // one instantiation of the epilogue serves both): the sum is old + dW rounded to T, as BlockGemm::AddStagedRows
 // (the staged epilogue, which the default tile uses; this one serves the others). Each element is read and
 // written by one thread once per launch (K whole in one task), so the sum is deterministic.
-template <class T>
-struct StoreGradRounded {
+// OutT: T (a gradient in the model dtype) or float.
+template <class T, class OutT>
+struct StoreGrad {
   bool add;
-  __device__ void operator()(T* p, float v0, float v1) const {
+  __device__ void operator()(OutT* p, float v0, float v1) const {
     if (add) {
-      const uint32_t held = *reinterpret_cast<const uint32_t*>(p);
-      const T* old = reinterpret_cast<const T*>(&held);
-      v0 = ToF(old[0]) + ToF(FromF<T>(v0));
-      v1 = ToF(old[1]) + ToF(FromF<T>(v1));
+      v0 = ToOut(p[0]) + ToF(FromF<T>(v0));
+      v1 = ToOut(p[1]) + ToF(FromF<T>(v1));
     }
-    StoreRounded<T>{}(p, v0, v1);
-  }
-};
-template <class T>
-struct StoreGradFp32 {
-  bool add;
-  __device__ void operator()(float* p, float v0, float v1) const {
-    if (add) {
-      const float2 old = *reinterpret_cast<const float2*>(p);
-      v0 = old.x + ToF(FromF<T>(v0));
-      v1 = old.y + ToF(FromF<T>(v1));
-    }
-    StoreFp32{}(p, v0, v1);
+    if constexpr (sizeof(OutT) == 4) StoreFp32{}(p, v0, v1);
+    else StoreRounded<T>{}(p, v0, v1);
   }
 };
 
@@ -83,8 +71,8 @@ struct StoreGradFp32 {
 template <class T, class Write>
 __device__ __forceinline__ void WriteWeightGrad(const DeviceRank& d, uint32_t slot, uint64_t first, Write&& write) {
   const bool add = (d.dw_mode & kDwAccumulate) != 0;
-  if (d.dw_mode & kDwModelDtype) write(d.Slot<T>(slot) + first, StoreGradRounded<T>{add});
-  else write(d.Slot<float>(slot) + first, StoreGradFp32<T>{add});
+  if (d.dw_mode & kDwModelDtype) write(d.Slot<T>(slot) + first, StoreGrad<T, T>{add});
+  else write(d.Slot<float>(slot) + first, StoreGrad<T, float>{add});
 }
 
 template <class T, bool kTransB>

@@ -12,8 +12,9 @@ from typing import Any, Mapping
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .act_split import check_block
 from .errors import ConfigError
-from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_EXPERT_ALIGNED, CONFIG_FUSED_SWIGLU, CONFIG_INTERLEAVE, CONFIG_MIXED_QUEUES, CONFIG_RATR,
-                         CONFIG_ROW_PIPELINES, CONFIG_WEIGHTS_TRANSPOSED, FUSED_SWIGLU_GROUP, DType)
+from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_EXPERT_ALIGNED, CONFIG_FUSED_SWIGLU, CONFIG_INTERLEAVE,
+                         CONFIG_MIXED_QUEUES, CONFIG_RATR, CONFIG_ROW_PIPELINES, CONFIG_WEIGHTS_TRANSPOSED,
+                         FUSED_SWIGLU_GROUP, DType)
 
 DTYPE_NAMES = {"fp32": DType.FP32, "fp16": DType.FP16, "bf16": DType.BF16}
 

@@ -83,10 +83,8 @@ def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTar
     and dw1/dw2 are None (wgrad.py)."""
     T = dy.shape[0]
     if T == 0:
-        if into is not None:
-            return dy.new_empty((0, rt.hidden)), topk_weights.new_empty((0, rt.topk)), None, None
-        return (dy.new_empty((0, rt.hidden)), topk_weights.new_empty((0, rt.topk)), torch.zeros_like(w1),
-                torch.zeros_like(w2))
+        dw = (None, None) if into is not None else (torch.zeros_like(w1), torch.zeros_like(w2))
+        return (dy.new_empty((0, rt.hidden)), topk_weights.new_empty((0, rt.topk)), *dw)
     rt.poll()
     if lease is None or lease.group is None:
         raise RuntimeError("hpmoe moe_ffn: no saved state for this backward: a second backward through one forward "
