@@ -26,12 +26,12 @@ def warm_deepseek_step(tokens: int):
     return warm_step("deepseek-v3", tokens, "hpmoe")
 
 
-def warm_step(model: str, tokens: int, path: str):
+def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = None):
     """A step function of `path` at `model`'s expert shapes (EP 1, random routing) and the step's inputs,
     after 3 warm-up steps: (module or step callable, x, topk_ids, topk_weights, dy). The module is called
     as m(x, ids, w)."""
     h, inter, E, k = SHAPES[model]
-    m = MoEFFN(h, inter, E, k)
+    m = MoEFFN(h, inter, E, k, first_gmm_pool=first_gmm_pool)
     if path == "torch":  # the same parameters as the PyTorch path's own leaves
         w1, w2 = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
         m = lambda x, ids, w: moe_ffn_torch(x, w1, w2, ids.long(), w)  # noqa: E731
@@ -50,11 +50,14 @@ def main() -> int:
     p.add_argument("--shape", default="deepseek-v3:8192", help=f"MODEL:TOKENS, MODEL one of {', '.join(SHAPES)}")
     p.add_argument("--path", choices=("hpmoe", "torch"), default="hpmoe")
     p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--first-gmm-pool", choices=["auto", "on", "off"], default="auto",
+                   help="MoEFFN(first_gmm_pool=...): under mixed queues the first GMM claimed in panel order too")
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     if model not in SHAPES:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
-    m, x, ids, w, dy = warm_step(model, int(tokens), args.path)
+    pooled = {"auto": None, "on": True, "off": False}[args.first_gmm_pool]
+    m, x, ids, w, dy = warm_step(model, int(tokens), args.path, pooled)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)
@@ -81,6 +84,9 @@ def timeline(m, x, ids, w, dy) -> None:
         torch.cuda.synchronize()
     kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA" and e.time_range.end > e.time_range.start),
                      key=lambda e: e.time_range.start)
+    if not kernels:  # under Nsight Compute the profiler sees no kernel activity
+        print("one step: no CUDA kernel activity recorded (run under a profiler?)")
+        return
     t0, prev = kernels[0].time_range.start, kernels[0].time_range.start
     print(f"one step: events {start.elapsed_time(end):.3f} ms; kernels from first start to last end "
           f"{(kernels[-1].time_range.end - t0) / 1e3:.3f} ms")

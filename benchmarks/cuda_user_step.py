@@ -131,7 +131,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block,
                fuse_swiglu=args.fuse_swiglu and inter % FUSED_SWIGLU_GROUP == 0,
                expert_aligned=expert_aligned_value(args.expert_aligned),
-               fuse_wgrad_accumulation=args.fuse_wgrad_accumulation, num_aiv=args.num_aiv)
+               fuse_wgrad_accumulation=args.fuse_wgrad_accumulation, num_aiv=args.num_aiv,
+               first_gmm_pool=expert_aligned_value(args.first_gmm_pool))
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -161,7 +162,7 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
            "schedule": ("pipelines" if mcfg.row_pipelines else "mixed") + ("+pool" if mcfg.claim_pool else "")
            + (f" n{mcfg.gmm_n_block}" if mcfg.gmm_n_block else "")
            + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "") + (" fused" if mcfg.fuse_swiglu else "")
-           + (" aligned" if mcfg.expert_aligned else "")
+           + (" aligned" if mcfg.expert_aligned else "") + (" gmm1-pool" if mcfg.first_gmm_pool else "")
            + f" {mcfg.num_aic}+{mcfg.num_aiv}" + (" wgrad-acc" if args.fuse_wgrad_accumulation else "")
            + (" main_grad" if args.grad_buffer == "main_grad" else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
@@ -236,6 +237,8 @@ def main() -> int:
     p.add_argument("--fuse-swiglu", action="store_true",
                    help="MoEFFN(fuse_swiglu=True) where I is a multiple of 128 (else the default schedule)")
     add_expert_aligned_arg(p)
+    p.add_argument("--first-gmm-pool", choices=["auto", "on", "off"], default="auto",
+                   help="MoEFFN(first_gmm_pool=...): under mixed queues the first GMM claimed in panel order too")
     p.add_argument("--fuse-wgrad-accumulation", action="store_true",
                    help="MoEFFN(fuse_wgrad_accumulation=True): its kernel adds dW to .grad / main_grad (the PyTorch "
                         "path's gradients arrive through autograd's add)")

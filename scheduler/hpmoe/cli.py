@@ -77,6 +77,10 @@ def add_config_args(p: argparse.ArgumentParser, default_preset: str | None = Non
                    help="each local expert's rows start on a tile_m boundary of their receive slot, so every row "
                         "tile holds one expert (pads between experts; C grows by up to experts_per_rank x "
                         "(tile_m - 1) rows); for many small experts (CPU twin and CUDA)")
+    g.add_argument("--first-gmm-pool", action="store_true", default=None,
+                   help="the first GMM of each direction and its SwiGLU step claimed from the pool in panel order "
+                        "too, so the row tiles that read one weight panel run together; needs --mixed-queues and "
+                        "--claim-pool without --row-pipelines (CPU twin and CUDA; MoEFFN's default there)")
 
 
 def config_from_args(args: argparse.Namespace) -> MoeConfig:
@@ -90,6 +94,7 @@ def config_from_args(args: argparse.Namespace) -> MoeConfig:
     overrides["weights_transposed"] = getattr(args, "weights_transposed", None)
     overrides["fuse_swiglu"] = getattr(args, "fuse_swiglu", None)
     overrides["expert_aligned"] = getattr(args, "expert_aligned", None)
+    overrides["first_gmm_pool"] = getattr(args, "first_gmm_pool", None)
     if getattr(args, "row_pipelines", False):
         overrides["row_pipelines"] = True
         if overrides["mixed_queues"] is None:  # pipelines run vector tasks on cube workers: mixed queues

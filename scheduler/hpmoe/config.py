@@ -46,6 +46,9 @@ class MoeConfig:
     gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
     act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: the compiler's choice, act_split.py)
     wgrad_n_block: int = 0  # output columns per weight-gradient task, claim pool only (0: whole); not in the SSC
+    # The first GMM of each direction and its SwiGLU step in the claim pool too, in panel order (mixed queues
+    # and claim pool, no row pipelines; worker_queues._first_stage); not in the SSC.
+    first_gmm_pool: bool = False
 
     # ---- derived ------------------------------------------------------------------------------
     @property
@@ -173,6 +176,7 @@ def _check_fields(cfg: MoeConfig) -> None:
         check_bool("weights_transposed", cfg.weights_transposed)
         check_bool("fuse_swiglu", cfg.fuse_swiglu)
         check_bool("expert_aligned", cfg.expert_aligned)
+        check_bool("first_gmm_pool", cfg.first_gmm_pool)
     except ValueCheckError as exc:
         raise ConfigError(str(exc)) from None
 
@@ -190,6 +194,9 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
     if cfg.fuse_swiglu and cfg.act_n_block % FUSED_SWIGLU_GROUP:
         raise ConfigError(f"act_n_block={cfg.act_n_block} is not a multiple of {FUSED_SWIGLU_GROUP}: a fused task "
                           f"covers whole groups of H's interleaved columns")
+    if cfg.first_gmm_pool and not (cfg.mixed_queues and cfg.claim_pool and not cfg.row_pipelines):
+        raise ConfigError("first_gmm_pool needs mixed_queues and claim_pool without row_pipelines: every worker "
+                          "claims the first GMM's units")
     if cfg.topk > cfg.num_experts:
         raise ConfigError(f"topk={cfg.topk} is larger than the number of experts "
                           f"ep*experts_per_rank={cfg.num_experts}")

@@ -83,10 +83,21 @@ def too_few_row_tiles(cfg: MoeConfig) -> bool:
     return busy_row_tiles(cfg) < cfg.num_aic or chain_waves(cfg) < MIN_CHAIN_WAVES
 
 
+# Columns per first-GMM unit when the first GMM is claimed in panel order (cfg.first_gmm_pool): two GPU tiles. One
+# H200, fwd+bwd kernel ms, first GMM pooled with 256 / 512-column units against the static deal: Mixtral-8x22B
+# 30.1 / 30.9 against 34.2, DBRX 39.0 / 38.6 against 42.4, gpt-oss-20b 7.24 / 6.96 against 7.48, Qwen1.5-MoE
+# 3.92 / 3.63 against 3.80, DeepSeek-V3 at 1024 tokens 4.27 / 4.12 against 4.22, Mixtral-8x7B 17.34 / 18.04
+# against 17.37 (benchmarks/RESULTS.md, session 12). One-tile units shared the weight panels best but many tiny
+# SwiGLU tasks cost the smaller shapes their forward.
+POOLED_FIRST_GMM_BLOCK = 2 * GMM_TILE_N
+
+
 def auto_n_block(cfg: MoeConfig) -> int:
     """The compiler's column block for this shape (0: whole width)."""
     if not cfg.mixed_queues or cfg.row_pipelines or not too_few_row_tiles(cfg):
         return 0
+    if cfg.first_gmm_pool:
+        return 0 if POOLED_FIRST_GMM_BLOCK >= max(gmm_widths(cfg)) else POOLED_FIRST_GMM_BLOCK
     tiles = busy_row_tiles(cfg)
     # As many tiles as workers or more: tasks of half the width, so a straddled task's tail is half as long.
     splits = math.ceil(cfg.num_aic / tiles) if tiles < cfg.num_aic else 2
@@ -152,3 +163,9 @@ def default_expert_aligned(cfg: MoeConfig) -> bool:
     if not too_few_row_tiles(aligned):  # row pipelines: an empty tile's chain costs its block almost nothing
         return True
     return aligned.row_tiles <= (1 + MAX_MIXED_ROW_GROWTH) * plain.row_tiles
+
+
+def default_first_gmm_pool(cfg: MoeConfig) -> bool:
+    """Whether MoEFFN claims the first GMM in panel order (cfg.first_gmm_pool): wherever it takes mixed queues
+    with the claim pool (measured, POOLED_FIRST_GMM_BLOCK)."""
+    return cfg.mixed_queues and cfg.claim_pool and not cfg.row_pipelines

@@ -89,6 +89,36 @@ def _second_stage(cfg: MoeConfig, ctq_order: list[Task], vtq_order: list[Task]) 
     return units
 
 
+FIRST_GMM_OPS = ("GMM1", "GMM1_SwiGLU", "GMM_act_grad", "GMM_act_grad_SwiGLU")  # a row tile's GMM before its SwiGLU
+ACT_TYPES = (TaskType.SWIGLU, TaskType.SWIGLU_GRAD)
+
+
+def _first_stage(cfg: MoeConfig, ctq_order: list[Task], vtq_order: list[Task]) -> list[list[Task]]:
+    """With cfg.first_gmm_pool: each row tile's first GMM (every column block a unit) in panel order, each
+    SwiGLU (gradient) task a unit `pool_claimers` units after the last unit it waits on, when that unit is
+    likely done (units about as long: a unit ends about when as many others have been claimed). Dealt
+    statically, a first GMM task of many tiles ran on whichever worker the deal gave it; workers drift apart
+    over such tasks, and the row tiles that read one weight panel stopped reading it together: Mixtral-8x22B's
+    forward read 33.7 GB from DRAM against about 6 compulsory, L2 hit rate 46% (ncu, session 12). Claimed in
+    panel order, the units that share a panel start within a few claims of each other."""
+    gmms = _panel_order(cfg, [t for t in ctq_order if t.op_name in FIRST_GMM_OPS])
+    last_writer: dict[int, int] = {}  # event id on this rank -> position of the last GMM unit triggering it
+    for i, t in enumerate(gmms):
+        for rank, event in t.triggers:
+            if rank == t.rank:
+                last_writer[event] = i
+    after: dict[int, list[Task]] = {}
+    for act in (t for t in vtq_order if t.task_type in ACT_TYPES):
+        producers = [last_writer[e] for e in act.waits if e in last_writer]
+        at = min(max(producers) + cfg.pool_claimers, len(gmms) - 1) if producers else len(gmms) - 1
+        after.setdefault(at, []).append(act)
+    units: list[list[Task]] = []
+    for i, t in enumerate(gmms):
+        units.append([t])
+        units.extend([a] for a in after.get(i, []))
+    return units
+
+
 def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], ctq_order: list[Task],
                 vtq_order: list[Task]) -> list[list[Task]]:
     """What the claim pool holds, in claim order. Each weight-gradient tile alone, the largest first (same K,
@@ -109,7 +139,8 @@ def _pool_units(cfg: MoeConfig, tasks: list[Task], units: list[list[Task]], ctq_
         chains = [u for u in units if u[0].task_type in CHAIN_TYPES]
         first = [c[:_first_half(c)] for c in chains] + [c[_first_half(c):] for c in chains]
     elif cfg.mixed_queues:
-        first = _second_stage(cfg, ctq_order, vtq_order)
+        first = (_first_stage(cfg, ctq_order, vtq_order) if cfg.first_gmm_pool else []) + \
+            _second_stage(cfg, ctq_order, vtq_order)
     if not first and not wgrad:
         return []
     reduces = [[t] for t in vtq_order if t.task_type in TAIL_TYPES] if cfg.mixed_queues else []

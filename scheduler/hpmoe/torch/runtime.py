@@ -13,7 +13,7 @@ from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
-from ..gmm_split import default_expert_aligned, too_few_row_tiles
+from ..gmm_split import default_expert_aligned, default_first_gmm_pool, too_few_row_tiles
 from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
 from ..wgrad_split import default_wgrad_n_block
@@ -66,7 +66,8 @@ class MoeFfnRuntime:
                  tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
-                 expert_aligned: bool | None = None, share_workspace: bool = True):
+                 expert_aligned: bool | None = None, share_workspace: bool = True,
+                 first_gmm_pool: bool | None = None):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -92,6 +93,9 @@ class MoeFfnRuntime:
         # task runs one GEMM tile, not one per expert in its row tile. None: per shape, the measured rule
         # (gmm_split.default_expert_aligned).
         self.expert_aligned = None if expert_aligned is None else bool(expert_aligned)
+        # first_gmm_pool: under mixed queues, the first GMM and its SwiGLU step claimed in panel order too
+        # (worker_queues._first_stage). None: per shape, the measured rule (gmm_split.default_first_gmm_pool).
+        self.first_gmm_pool = None if first_gmm_pool is None else bool(first_gmm_pool)
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
@@ -162,6 +166,8 @@ class MoeFfnRuntime:
             many = 20 if not self.fuse_swiglu else self.num_aiv
             aiv = self.num_aiv if self._aiv_given else min(many, self.num_aic + self.num_aiv - 1)
             cfg = cfg.replace(row_pipelines=False, num_aic=self.num_aic + self.num_aiv - aiv, num_aiv=aiv)
+            pooled = default_first_gmm_pool(cfg) if self.first_gmm_pool is None else self.first_gmm_pool
+            cfg = cfg.replace(first_gmm_pool=pooled)
         if not self.token_tile:  # one reduction task per worker block (token_split.py)
             cfg = cfg.replace(token_tile=auto_token_tile(tokens, cfg.num_aic + cfg.num_aiv, cfg.tile_m))
         cfg = self._tuned(cfg)
