@@ -4,7 +4,8 @@ Mercury-style: every candidate is compiled and run for real (fwd + bwd kernel ti
 launches after one warm-up pair), never predicted. Coordinate search, as the A3 tuner (sim/tune.py): start
 from the given config, try each value of one dimension with the others fixed, keep the best, repeat until a
 round changes nothing. Dimensions: the queue variant, the cube/vector worker split (same block total), the
-row tile, the GMM column block (gmm_split.py; 0 = the compiler's rule) and the weight-gradient column block
+row tile, the GMM column block (gmm_split.py; 0 = the compiler's rule; the variant "mixed+pool+gmm1" claims
+the first GMM from the pool too, worker_queues._first_stage) and the weight-gradient column block
 (wgrad_split.py; 0 = whole widths, MoEFFN's default splits). A candidate the compiler or the
 backend refuses is skipped with its reason. The winner goes to tuning_cache.py, keyed by shape and GPU name.
 The search takes any `runner(cfg) -> ms`, so tests drive it without a GPU.
@@ -23,9 +24,10 @@ from ..errors import HpmoeError
 from ..gmm_split import GMM_TILE_N, gmm_widths, whole_width_block
 from ..tuning_cache import shape_key
 
-VARIANTS = {"mixed": dict(mixed_queues=True, row_pipelines=False, claim_pool=False),
-            "mixed+pool": dict(mixed_queues=True, row_pipelines=False, claim_pool=True),
-            "pipelines+pool": dict(mixed_queues=True, row_pipelines=True, claim_pool=True)}
+VARIANTS = {"mixed": dict(mixed_queues=True, row_pipelines=False, claim_pool=False, first_gmm_pool=False),
+            "mixed+pool": dict(mixed_queues=True, row_pipelines=False, claim_pool=True, first_gmm_pool=False),
+            "mixed+pool+gmm1": dict(mixed_queues=True, row_pipelines=False, claim_pool=True, first_gmm_pool=True),
+            "pipelines+pool": dict(mixed_queues=True, row_pipelines=True, claim_pool=True, first_gmm_pool=False)}
 VECTOR_BLOCKS = (20, 12, 4)  # vector-queue blocks tried; cube blocks = the config's total minus these
 TILE_M = (128, 256)          # 64-row tiles ran 1.45x slower (docs/cuda.md): the tile is built for 128 rows
 WGRAD_N_BLOCKS = (1024,)     # besides 0 (whole widths): the block measured in wgrad_split.py
@@ -50,7 +52,7 @@ def search_space(cfg: MoeConfig) -> dict[str, tuple]:
     total = cfg.num_aic + cfg.num_aiv
     workers = tuple(f"{total - v}+{v}" for v in VECTOR_BLOCKS if total - v >= 1)
     blocks = [0, whole_width_block(cfg)]
-    blocks += [b for b in (512, 1024, 2048, 4096) if b < max(gmm_widths(cfg)) and b % GMM_TILE_N == 0]
+    blocks += [b for b in (256, 512, 1024, 2048, 4096) if b < max(gmm_widths(cfg)) and b % GMM_TILE_N == 0]
     wgrad = (0,) + tuple(b for b in WGRAD_N_BLOCKS if b < max(cfg.hidden, 2 * cfg.inter))
     return {"variant": tuple(VARIANTS), "workers": workers, "tile_m": TILE_M, "gmm_n_block": tuple(blocks),
             "wgrad_n_block": wgrad}
@@ -66,7 +68,7 @@ def candidate_config(cfg: MoeConfig, params: dict) -> MoeConfig:
 
 def start_params(cfg: MoeConfig) -> dict:
     variant = next((name for name, flags in VARIANTS.items()
-                    if all(getattr(cfg, k) == v for k, v in flags.items())), "mixed+pool")
+                    if all(getattr(cfg, k) == v for k, v in flags.items())), "mixed+pool+gmm1")
     return {"variant": variant, "workers": f"{cfg.num_aic}+{cfg.num_aiv}", "tile_m": cfg.tile_m,
             "gmm_n_block": cfg.gmm_n_block, "wgrad_n_block": cfg.wgrad_n_block}
 
