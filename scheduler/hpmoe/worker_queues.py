@@ -11,7 +11,8 @@ vector steps, one whole chain per worker (pipelines.py).
 Claim pool (cfg.claim_pool): work whose cost follows the routing leaves the workers' queues for pool units,
 which workers claim at run time, in order, after their own queue: the weight-gradient tiles (a tile costs in
 proportion to its expert's rows, which a deal made for balanced routing cannot know), with row pipelines
-every chain, with mixed queues alone every row tile's second GMM and combine puts, and whenever a pool
+every chain, with mixed queues alone every row tile's second GMM and combine puts (with cfg.first_gmm_pool, its
+first GMM and SwiGLU step before them: _first_stage), and whenever a pool
 holds units, the final reductions (see _pool_units). The cube-queue workers claim; with mixed queues and no
 row pipelines the vector-queue workers too, once their own queue is done (MoeConfig.pool_claimers; nothing
 in their queues waits on a pool unit, which the validator's deadlock check proves).
@@ -102,6 +103,8 @@ def _first_stage(cfg: MoeConfig, ctq_order: list[Task], vtq_order: list[Task]) -
     forward read 33.7 GB from DRAM against about 6 compulsory, L2 hit rate 46% (ncu, session 12). Claimed in
     panel order, the units that share a panel start within a few claims of each other."""
     gmms = _panel_order(cfg, [t for t in ctq_order if t.op_name in FIRST_GMM_OPS])
+    if not gmms:
+        return []
     last_writer: dict[int, int] = {}  # event id on this rank -> position of the last GMM unit triggering it
     for i, t in enumerate(gmms):
         for rank, event in t.triggers:

@@ -38,26 +38,5 @@ def test_aligned_matches_float64_and_the_unaligned_bits(ep, dtype, routing, topk
 @needs_gpu
 @pytest.mark.parametrize("experts,k", [(16, 4), (4, 2)])
 def test_moeffn_aligned_equals_unaligned_bitwise(experts, k):
-    import torch
-
-    from hpmoe.torch import MoEFFN
-    from test_torch_moeffn import check_against_float64, f64, routing, step
-    T, h, inter = 700, 256, 384
-    ids, w = routing(T, experts, k, 5)
-    x0 = torch.randn(T, h, device="cuda").bfloat16()
-    dy = torch.randn(T, h, device="cuda").bfloat16()
-    results = []
-    for aligned in (False, True):
-        m = MoEFFN(h, inter, experts, k, num_aic=8, num_aiv=4, expert_aligned=aligned)
-        torch.manual_seed(0)
-        with torch.no_grad():
-            m.w1.copy_(torch.randn_like(m.w1, dtype=torch.float32).mul_(h ** -0.5))
-            m.w2.copy_(torch.randn_like(m.w2, dtype=torch.float32).mul_(inter ** -0.5))
-        x = x0.clone().requires_grad_()
-        wt = w.detach().clone().requires_grad_()
-        y = step(m, x, ids, wt, dy)
-        got = {"y": y, "dx": x.grad, "dw1": m.w1.grad, "dw2": m.w2.grad, "dtopk_weights": wt.grad}
-        check_against_float64(x, m.w1, m.w2, ids, wt, dy, {n: f64(v) for n, v in got.items()}, torch.bfloat16)
-        results.append({n: v.detach().clone() for n, v in got.items()})
-    for name in results[0]:
-        assert torch.equal(results[0][name], results[1][name]), f"{name}: aligned differs from unaligned"
+    from test_torch_moeffn import assert_variants_bitwise_equal
+    assert_variants_bitwise_equal(700, 256, 384, experts, k, [dict(expert_aligned=False), dict(expert_aligned=True)])

@@ -33,28 +33,32 @@ def test_pooled_first_gmm_matches_float64_and_the_static_deal(ep, dtype, routing
 
 @needs_gpu
 def test_moeffn_pooled_first_gmm_is_its_default_and_equals_the_static_deal():
+    from test_torch_moeffn import assert_variants_bitwise_equal
+    T = 700  # 11 busy row tiles (4 experts, top-2, h 256, I 384) for 8 + 4 blocks: mixed queues
+
+    def pooled_by_default(m, variant):
+        cfg = m.runtime.config(T)
+        assert not cfg.row_pipelines and cfg.first_gmm_pool == variant.get("first_gmm_pool", True), cfg
+
+    assert_variants_bitwise_equal(T, 256, 384, 4, 2, [dict(), dict(first_gmm_pool=False)], pooled_by_default)
+
+
+@needs_gpu
+def test_a_tuned_entry_from_before_the_field_keeps_its_schedule(tmp_path, monkeypatch):
+    import json
+
     import torch
 
     from hpmoe.torch import MoEFFN
-    from test_torch_moeffn import check_against_float64, f64, routing, step
-    T, h, inter, experts, k = 700, 256, 384, 4, 2  # 11 busy row tiles for 8 + 4 blocks: mixed queues
-    ids, w = routing(T, experts, k, 5)
-    x0 = torch.randn(T, h, device="cuda").bfloat16()
-    dy = torch.randn(T, h, device="cuda").bfloat16()
-    results = []
-    for pooled in (None, False):
-        m = MoEFFN(h, inter, experts, k, num_aic=8, num_aiv=4, first_gmm_pool=pooled)
-        cfg = m.runtime.config(T)
-        assert cfg.first_gmm_pool == (pooled is None) and not cfg.row_pipelines, cfg
-        torch.manual_seed(0)
-        with torch.no_grad():
-            m.w1.copy_(torch.randn_like(m.w1, dtype=torch.float32).mul_(h ** -0.5))
-            m.w2.copy_(torch.randn_like(m.w2, dtype=torch.float32).mul_(inter ** -0.5))
-        x = x0.clone().requires_grad_()
-        wt = w.detach().clone().requires_grad_()
-        y = step(m, x, ids, wt, dy)
-        got = {"y": y, "dx": x.grad, "dw1": m.w1.grad, "dw2": m.w2.grad, "dtopk_weights": wt.grad}
-        check_against_float64(x, m.w1, m.w2, ids, wt, dy, {n: f64(v) for n, v in got.items()}, torch.bfloat16)
-        results.append({n: v.detach().clone() for n, v in got.items()})
-    for name in results[0]:
-        assert torch.equal(results[0][name], results[1][name]), f"{name}: pooled first GMM differs from static"
+    from hpmoe.tuning_cache import shape_key
+    T = 700
+    m = MoEFFN(256, 384, 4, 2, num_aic=8, num_aiv=4)
+    assert m.runtime.config(T).first_gmm_pool
+    old = {"tile_m": 128, "gmm_n_block": 0, "wgrad_n_block": 0, "wgrad_tile": 8, "token_tile": 64, "num_aic": 10,
+           "num_aiv": 2, "mixed_queues": True, "row_pipelines": True, "claim_pool": True}  # no first_gmm_pool
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps({"version": 1, "entries": {torch.cuda.get_device_name(): {
+        shape_key(m.runtime.config(T)): {"schedule": old, "fwd_bwd_ms": 1.0}}}}))
+    monkeypatch.setenv("HPMOE_TUNING_CACHE", str(path))
+    cfg = MoEFFN(256, 384, 4, 2, num_aic=8, num_aiv=4).runtime.config(T)
+    assert cfg.row_pipelines and not cfg.first_gmm_pool and cfg.num_aic == 10, cfg

@@ -51,6 +51,34 @@ def step(m, x, ids, w, dy):
     return y
 
 
+def assert_variants_bitwise_equal(T: int, h: int, inter: int, experts: int, k: int, variants: list[dict],
+                                  check_module=None) -> None:
+    """One step of MoEFFN(**variant) per variant on the same inputs and weights: each against float64, all
+    bitwise equal to the first. `check_module(module, variant)` may assert on a module's schedule."""
+    from hpmoe.torch import MoEFFN
+    ids, w = routing(T, experts, k, 5)
+    x0 = torch.randn(T, h, device="cuda").bfloat16()
+    dy = torch.randn(T, h, device="cuda").bfloat16()
+    results = []
+    for variant in variants:
+        m = MoEFFN(h, inter, experts, k, num_aic=8, num_aiv=4, **variant)
+        if check_module is not None:
+            check_module(m, variant)
+        torch.manual_seed(0)
+        with torch.no_grad():
+            m.w1.copy_(torch.randn_like(m.w1, dtype=torch.float32).mul_(h ** -0.5))
+            m.w2.copy_(torch.randn_like(m.w2, dtype=torch.float32).mul_(inter ** -0.5))
+        x = x0.clone().requires_grad_()
+        wt = w.detach().clone().requires_grad_()
+        y = step(m, x, ids, wt, dy)
+        got = {"y": y, "dx": x.grad, "dw1": m.w1.grad, "dw2": m.w2.grad, "dtopk_weights": wt.grad}
+        check_against_float64(x, m.w1, m.w2, ids, wt, dy, {n: f64(v) for n, v in got.items()}, torch.bfloat16)
+        results.append({n: v.detach().clone() for n, v in got.items()})
+    for variant, result in zip(variants[1:], results[1:]):
+        for name in results[0]:
+            assert torch.equal(results[0][name], result[name]), f"{name}: {variant} differs from {variants[0]}"
+
+
 @needs_gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_moeffn_forward_and_gradients_match_float64(dtype):
