@@ -11,7 +11,9 @@ model take whole widths and refuse mixed queues anyway), not with row pipelines 
 split would add tasks, not parallelism), and not when the busy row tiles fill the cube workers
 (chain_waves at least MIN_CHAIN_WAVES). Then the block is the largest multiple of the GPU tile's N
 (GMM_TILE_N) that gives the narrowest GMM op at least ceil(workers / tiles) blocks (2 when the tiles are as
-many as the workers or more), and never less than GMM_TILE_N. An explicit cfg.gmm_n_block (a multiple of 8, e.g. from `hpmoe tune`) wins.
+many as the workers or more), and never less than GMM_TILE_N. An explicit cfg.gmm_n_block (a multiple of 8, e.g. from `hpmoe tune`) wins. With the first GMM claimed
+from the pool (cfg.first_gmm_pool, MoEFFN's default under mixed queues: default_first_gmm_pool) the block is
+POOLED_FIRST_GMM_BLOCK: the pool balances the units, and short units keep a weight panel's readers together.
 """
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ def queue_stats(s: RankSchedule) -> dict[str, dict[str, int]]:
 def summary_line(s: RankSchedule, nbytes: int | None = None) -> str:
     q = queue_stats(s)
     size = f", {nbytes} bytes" if nbytes is not None else ""
-    pool = f", pool {q['POOL']['tasks']} tasks claimed by the AICs" if q["POOL"]["workers"] else ""
+    pool = (f", pool {q['POOL']['tasks']} tasks claimed by {s.cfg.pool_claimers} workers" if q["POOL"]["workers"]
+            else "")  # the cube-queue workers, with mixed queues and no row pipelines all of them
     return (f"rank {s.rank} {s.direction_name}: CTQ {q['CTQ']['tasks']} tasks on {q['CTQ']['workers']} AIC, "
             f"VTQ {q['VTQ']['tasks']} tasks on {q['VTQ']['workers']} AIV{pool}, {len(s.events)} events{size}")
 
