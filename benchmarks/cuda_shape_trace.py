@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_user_step import SHAPES, add_expert_aligned_arg, expert_aligned_value  # noqa: E402
+from cuda_user_step import SHAPES, add_expert_aligned_arg, auto_choice  # noqa: E402
 
 from hpmoe.act_split import act_n_block  # noqa: E402
 from hpmoe.config import make_config  # noqa: E402
@@ -42,7 +42,7 @@ def main() -> int:
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     h, inter, E, k = SHAPES[model]
-    rt = MoeFfnRuntime(h, inter, E, k, expert_aligned=expert_aligned_value(args.expert_aligned))
+    rt = MoeFfnRuntime(h, inter, E, k, expert_aligned=auto_choice(args.expert_aligned))
     cfg = rt.config(int(tokens), None, args.transposed)
     if args.pipelines:
         cfg = cfg.replace(row_pipelines=True)

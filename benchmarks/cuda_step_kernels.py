@@ -16,7 +16,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_torch_path import moe_ffn_torch  # noqa: E402
-from cuda_user_step import SHAPES  # noqa: E402
+from cuda_user_step import SHAPES, add_first_gmm_pool_arg, auto_choice  # noqa: E402
 
 from hpmoe.torch import MoEFFN  # noqa: E402
 
@@ -51,14 +51,12 @@ def main() -> int:
     p.add_argument("--path", choices=("hpmoe", "torch"), default="hpmoe")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--num-aiv", type=int, default=None, help="MoEFFN(num_aiv=...): vector-queue blocks (default: its rule)")
-    p.add_argument("--first-gmm-pool", choices=["auto", "on", "off"], default="auto",
-                   help="MoEFFN(first_gmm_pool=...): under mixed queues the first GMM claimed in panel order too")
+    add_first_gmm_pool_arg(p)
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     if model not in SHAPES:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
-    pooled = {"auto": None, "on": True, "off": False}[args.first_gmm_pool]
-    m, x, ids, w, dy = warm_step(model, int(tokens), args.path, pooled, args.num_aiv)
+    m, x, ids, w, dy = warm_step(model, int(tokens), args.path, auto_choice(args.first_gmm_pool), args.num_aiv)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)

@@ -16,7 +16,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_user_step import SHAPES, add_expert_aligned_arg, expert_aligned_value  # noqa: E402
+from cuda_user_step import SHAPES, add_expert_aligned_arg, auto_choice  # noqa: E402
 
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.runtime.routing import make_routing  # noqa: E402
@@ -40,7 +40,7 @@ def main() -> int:
     cfg = make_config(None, {"ep": 1, "tokens": T, "hidden": h, "inter": inter, "experts_per_rank": E, "topk": k,
                              "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, "random", 0)
-    m = MoEFFN(h, inter, E, k, expert_aligned=expert_aligned_value(args.expert_aligned))
+    m = MoEFFN(h, inter, E, k, expert_aligned=auto_choice(args.expert_aligned))
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(T, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(T, h, device="cuda", generator=g).bfloat16()

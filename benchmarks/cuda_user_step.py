@@ -53,12 +53,19 @@ SHAPES = {"deepseek-v3": (7168, 2048, 8, 8), "qwen3-30b-a3b": (2048, 768, 16, 8)
 
 
 def add_expert_aligned_arg(p: argparse.ArgumentParser) -> None:
-    """--expert-aligned auto|on|off (the benchmarks' shared option); expert_aligned_value maps it for MoEFFN."""
+    """--expert-aligned auto|on|off (the benchmarks' shared option); auto_choice maps it for MoEFFN."""
     p.add_argument("--expert-aligned", choices=["auto", "on", "off"], default="auto",
                    help="MoEFFN(expert_aligned=...): each expert's rows on a row-tile boundary (auto: its default)")
 
 
-def expert_aligned_value(choice: str) -> bool | None:
+def add_first_gmm_pool_arg(p: argparse.ArgumentParser) -> None:
+    """--first-gmm-pool auto|on|off (shared with cuda_step_kernels.py); auto_choice maps it for MoEFFN."""
+    p.add_argument("--first-gmm-pool", choices=["auto", "on", "off"], default="auto",
+                   help="MoEFFN(first_gmm_pool=...): under mixed queues the first GMM claimed in panel order too")
+
+
+def auto_choice(choice: str) -> bool | None:
+    """An auto|on|off option as MoEFFN takes it: None (its per-shape default), True or False."""
     return {"auto": None, "on": True, "off": False}[choice]
 
 
@@ -130,9 +137,9 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     ids_np, w_np = make_routing(cfg, routing, 0)
     m = MoEFFN(h, inter, E, k, wgrad_tile=args.wgrad_tile, wgrad_n_block=args.wgrad_n_block,
                fuse_swiglu=args.fuse_swiglu and inter % FUSED_SWIGLU_GROUP == 0,
-               expert_aligned=expert_aligned_value(args.expert_aligned),
+               expert_aligned=auto_choice(args.expert_aligned),
                fuse_wgrad_accumulation=args.fuse_wgrad_accumulation, num_aiv=args.num_aiv,
-               first_gmm_pool=expert_aligned_value(args.first_gmm_pool))
+               first_gmm_pool=auto_choice(args.first_gmm_pool))
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
     dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
@@ -237,8 +244,7 @@ def main() -> int:
     p.add_argument("--fuse-swiglu", action="store_true",
                    help="MoEFFN(fuse_swiglu=True) where I is a multiple of 128 (else the default schedule)")
     add_expert_aligned_arg(p)
-    p.add_argument("--first-gmm-pool", choices=["auto", "on", "off"], default="auto",
-                   help="MoEFFN(first_gmm_pool=...): under mixed queues the first GMM claimed in panel order too")
+    add_first_gmm_pool_arg(p)
     p.add_argument("--fuse-wgrad-accumulation", action="store_true",
                    help="MoEFFN(fuse_wgrad_accumulation=True): its kernel adds dW to .grad / main_grad (the PyTorch "
                         "path's gradients arrive through autograd's add)")

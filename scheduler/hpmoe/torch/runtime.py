@@ -186,10 +186,7 @@ class MoeFfnRuntime:
         fields = lookup(shape_key(cfg), torch.cuda.get_device_name(self.device))
         if not fields:
             return cfg
-        if "first_gmm_pool" not in fields:  # an entry from before the field: pooled only where the entry allows
-            fields["first_gmm_pool"] = (cfg.first_gmm_pool and fields.get("mixed_queues", cfg.mixed_queues) and
-                                        fields.get("claim_pool", cfg.claim_pool) and
-                                        not fields.get("row_pipelines", cfg.row_pipelines))
+        fields.setdefault("first_gmm_pool", False)  # an entry from before the field measured the static deal
         try:
             return cfg.replace(**fields)
         except HpmoeError:  # a stale entry (another version's fields): the compiler's choice stands
