@@ -61,12 +61,15 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
 
 #if HPMOE_EXPERIMENT_HALF_B
   // Timing experiment only, results wrong by design (docs/cuda.md, "Next: 2-CTA clusters"): each block loads
-  // half of an MN-major B tile, the share a 2-CTA multicast would leave it; K-major B (one 256-row box) whole.
+  // half of an MN-major B tile, the share a 2-CTA multicast would leave it; with HPMOE_EXPERIMENT_HALF_B=2 a
+  // K-major B too (one 128-line box of b.half_map instead of the 256-line box).
   static constexpr int kBBoxesMnMajor = kBN / 128;
 #else
   static constexpr int kBBoxesMnMajor = kBN / 64;
 #endif
-  static constexpr uint32_t kStepBytes = kBColMajor ? kStageBytes : kATileBytes + kBBoxesMnMajor * kBK * 128;
+  static constexpr bool kHalfKMajorB = HPMOE_EXPERIMENT_HALF_B == 2 && kBColMajor;
+  static constexpr uint32_t kStepBytes = kBColMajor ? kStageBytes - (kHalfKMajorB ? kBN / 2 * 128 : 0)
+                                                    : kATileBytes + kBBoxesMnMajor * kBK * 128;
 
   // Thread 0 only: the boxes of one K step into slot s, completing on Full(s) (one arrival per phase).
   __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
@@ -80,6 +83,8 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
       TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
       TmaLoad(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);
+    } else if (kHalfKMajorB && b.half_map) {  // timing experiment (HPMOE_EXPERIMENT_HALF_B=2)
+      TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
     } else if (kBColMajor) {
       TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
     } else {

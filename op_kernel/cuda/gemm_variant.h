@@ -24,6 +24,9 @@
 // (BlockGemmTma::WriteStagedAsync); 0 (the default): the block stores them itself before going on. Measured
 // on one H200 (docs/cuda.md, "What the backward waits on"): the bulk copies were 0.4-0.6 ms slower at Mixtral-8x7B
 // experts and the same at DeepSeek-V3's, with and without an L2 evict-first hint on the weight gradients.
+// Session 13 tried it on the weight-gradient tiles alone, the next tile's first K steps issued before the
+// copies (not kept): fwd+bwd kernels Qwen3-235B 13.9 -> 15.4 ms, Mixtral-8x22B 30.1 -> 31.6, DeepSeek-V3 8192
+// 29.9 -> 30.9 (benchmarks/cuda_results/h200_session13_multicast_bound.txt).
 #define HPMOE_GEMM_ASYNC_EPILOGUE 0
 #endif
 #ifndef HPMOE_DW_EVICT_FIRST
@@ -41,6 +44,11 @@
 // profile of the rest attributes DRAM bytes and time per phase (docs/cuda.md, "Per phase and per tile"):
 // 1 GMM (and GMM_SWIGLU), 2 GMM_TRANS_B (and GMM_SWIGLU_GRAD), 4 GMM_WEIGHT_GRAD, 8 SWIGLU, 16 SWIGLU_GRAD.
 #define HPMOE_EXPERIMENT_SKIP 0
+#endif
+#ifndef HPMOE_EXPERIMENT_HALF_B
+// Timing-only builds (wrong results by design; docs/cuda.md, "Next: 2-CTA clusters"): each block loads the
+// half of a B tile that a 2-CTA multicast would leave it: 1 MN-major B, 2 K-major B too.
+#define HPMOE_EXPERIMENT_HALF_B 0
 #endif
 // HPMOE_EXPERIMENT_PROFILE=1: per-phase cycles of the GMM tiles, printed per launch (tile_profile.cuh).
 

@@ -129,7 +129,8 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
     const int64_t m = int64_t(r1 - r0);
     // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.
     const TmaOperand a{map_a, 0, int32_t(r0), 0};
-    const TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
+    TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
+    if (HPMOE_EXPERIMENT_HALF_B == 2 && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
     for (int64_t m0 = 0; m0 < m; m0 += kBM) {
       for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
         g.Zero();
