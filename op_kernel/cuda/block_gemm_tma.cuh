@@ -68,13 +68,13 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   static constexpr int kBBoxesMnMajor = kBN / 64;
 #endif
   static constexpr bool kHalfKMajorB = HPMOE_EXPERIMENT_HALF_B == 2 && kBColMajor;
-  static constexpr uint32_t kStepBytes = kBColMajor ? kStageBytes - (kHalfKMajorB ? kBN / 2 * 128 : 0)
-                                                    : kATileBytes + kBBoxesMnMajor * kBK * 128;
+  static constexpr uint32_t kStepBytes = kBColMajor ? kStageBytes : kATileBytes + kBBoxesMnMajor * kBK * 128;
 
   // Thread 0 only: the boxes of one K step into slot s, completing on Full(s) (one arrival per phase).
   __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
     const uint32_t sa = this->smem + s * kStageBytes, sb = sa + kATileBytes, bar = Full(s);
-    MbarExpectTx(bar, kStepBytes);
+    const bool half_k_major = kHalfKMajorB && b.half_map && !b.split;  // (timing experiment only)
+    MbarExpectTx(bar, kStepBytes - (half_k_major ? kBN / 2 * 128 : 0));
     if (kAColMajor) {
       for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
     } else {
@@ -83,7 +83,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
       TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
       TmaLoad(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);
-    } else if (kHalfKMajorB && b.half_map) {  // timing experiment (HPMOE_EXPERIMENT_HALF_B=2)
+    } else if (half_k_major) {
       TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
     } else if (kBColMajor) {
       TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
