@@ -189,6 +189,9 @@ std::string CudaGroup::CheckCoResidency(uint32_t rank, uint32_t direction) const
   HPMOE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, int(kThreads), kWorkerSmemBytes),
                  "occupancy query");
   if (!prop.cooperativeLaunch) return Format("GPU %d does not support cooperative launches", dev);
+  if (HPMOE_GEMM_PAIRS && workers % 2 != 0)
+    return Format("the SSC has %u workers (num_aic + num_aiv); this build (HPMOE_GEMM_PAIRS) runs them in 2-block "
+                  "clusters and needs an even number", workers);
   const uint64_t capacity = uint64_t(per_sm) * uint64_t(prop.multiProcessorCount);
   if (workers > capacity)
     return Format("the SSC has %u workers (num_aic + num_aiv) but GPU %d (%s) holds %llu co-resident worker blocks "
@@ -411,8 +414,14 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
   lc.blockDim = dim3(kThreads);
   lc.dynamicSmemBytes = kWorkerSmemBytes;
   lc.stream = stream;
-  lc.attrs = &coop;
-  lc.numAttrs = 1;
+  cudaLaunchAttribute attrs[2] = {coop, {}};
+#if HPMOE_GEMM_PAIRS  // 2-block clusters: pool units on the same B run as paired tiles (cluster_pairing.cuh)
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = 2;
+  attrs[1].val.clusterDim.y = attrs[1].val.clusterDim.z = 1;
+#endif
+  lc.attrs = attrs;
+  lc.numAttrs = HPMOE_GEMM_PAIRS ? 2 : 1;
   const cudaError_t e = cudaLaunchKernelExC(&lc, Kernel(cfg_), args);
   if (e != cudaSuccess) {
     failed_ = true;

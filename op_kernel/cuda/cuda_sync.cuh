@@ -68,6 +68,10 @@ __device__ __forceinline__ void BlockCopy(void* dst, const void* src, uint64_t b
   for (uint64_t i = threadIdx.x; i < bytes; i += blockDim.x) o[i] = s[i];
 }
 
+#if HPMOE_GEMM_PAIRS
+__device__ inline uint32_t ClaimInRounds(const DeviceRank& d, uint32_t* claim_counter);  // cluster_pairing.cuh
+#endif
+
 class CudaSync {
  public:
   __device__ explicit CudaSync(const DeviceRank& d) : d_(d) {}
@@ -121,7 +125,11 @@ class CudaSync {
   // claimed task's own waits order its reads), the block gets the value through shared memory.
   __device__ uint32_t Claim() {
     __shared__ uint32_t claimed;
+#if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
+    if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
+#else
     if (threadIdx.x == 0) claimed = atomicAdd(d_.Counter(d_.rank, d_.program.num_events), 1u);
+#endif
     __syncthreads();
     const uint32_t k = claimed;
     __syncthreads();  // every thread has read it before the next claim writes it

@@ -50,6 +50,14 @@
 // half of a B tile that a 2-CTA multicast would leave it: 1 MN-major B, 2 K-major B too.
 #define HPMOE_EXPERIMENT_HALF_B 0
 #endif
+#ifndef HPMOE_GEMM_PAIRS
+// 1: the persistent kernel runs in 2-block clusters and the two blocks of a cluster take pool units in rounds;
+// two GMM units on the same B run as one paired tile, B multicast (cluster_pairing.cuh, block_gemm_paired.cuh).
+// Bitwise the default's outputs (tests/cuda/test_cuda_first_gmm_pool.py, 66 cases, EP 1-3); fwd+bwd kernels on
+// par so far (session 13: Mixtral-8x22B 31.65 / 31.70 ms, Mixtral-8x7B 17.34 / 17.46, DBRX 39.77 / 38.51);
+// 0 (the default): every block claims alone.
+#define HPMOE_GEMM_PAIRS 0
+#endif
 // HPMOE_EXPERIMENT_PROFILE=1: per-phase cycles of the GMM tiles, printed per launch (tile_profile.cuh).
 
 namespace hpmoe {

@@ -14,6 +14,9 @@
 #include "block_gemm_ws.cuh"
 #elif HPMOE_GEMM_TMA
 #include "block_gemm_tma.cuh"
+#if HPMOE_GEMM_PAIRS
+#include "cluster_pairing.cuh"
+#endif
 #else
 #include "block_gemm_wgmma.cuh"
 #endif
@@ -122,9 +125,31 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
         });
       });
 #elif HPMOE_GEMM_TMA
-  BlockGemmTma<T, false, kTransB> g(smem);
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
+#if HPMOE_GEMM_PAIRS
+  uint32_t pe = 0;
+  if (PairedPeerTask(d, t, &pe) != nullptr) {  // the peer block runs the same B beside this unit
+    const int32_t st = CommitPair(d);
+    if (st != rt::kOk) return st;
+    BlockGemmPaired<T, false, kTransB> g(smem);
+    return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+      const int64_t m = int64_t(r1 - r0);
+      const TmaOperand a{map_a, 0, int32_t(r0), 0};
+      TmaOperand b{map_b, 0, 0, int32_t(e)};
+      if (kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
+      // Both blocks walk the same tiles: one m0 (in.rows is one row tile on both), the same n0 and K.
+      for (int64_t m0 = 0; m0 < int64_t(in.rows); m0 += kBM) {
+        for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
+          g.Zero();
+          g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
+        }
+      }
+    });
+  }
+#endif
+  BlockGemmTma<T, false, kTransB> g(smem);
   const int32_t err = ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
     const int64_t m = int64_t(r1 - r0);
     // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.

@@ -9,6 +9,9 @@
 #include "../runtime/worker_loop.h"
 #include "cuda_handlers.cuh"
 #include "launch_binding.cuh"
+#if HPMOE_GEMM_PAIRS
+#include "cluster_pairing.cuh"
+#endif
 
 namespace hpmoe {
 namespace cuda {
@@ -46,9 +49,7 @@ __device__ void RefusePlan(const DeviceRank& d, uint32_t queue) {
 // handlers. ptxas assigns registers per function, and the fused epilogues' demand raised the default kernel's
 // spills (260 -> 1512 bytes of stores) into its vector loops: Qwen3-30B-A3B's backward 3.6 -> 5.8 ms.
 template <class T, bool kFusedSwiglu>
-__global__ void __launch_bounds__(kThreads, 1) WorkerKernel(const DeviceRank* __restrict__ rank) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  const DeviceRank& d = *rank;
+__device__ __forceinline__ void RunWorker(const DeviceRank& d, uint8_t* smem) {
   const uint32_t queue = blockIdx.x;
   if (queue >= d.program.num_queues) return;
   if (d.planned && (d.plan_bad != kNoBadId || d.plan_need > d.cfg.recv_rows_per_src)) {
@@ -63,6 +64,19 @@ __global__ void __launch_bounds__(kThreads, 1) WorkerKernel(const DeviceRank* __
   // A handler failure stops the group; a timeout already did (CudaSync::Wait), an abort was caused by another.
   if (st != rt::kOk && st != rt::kAborted && st != rt::kWaitTimeout && threadIdx.x == 0) RaiseAbort(d);
   if (st != rt::kOk && threadIdx.x == 0) MarkFailed(d);
+}
+
+template <class T, bool kFusedSwiglu>
+__global__ void __launch_bounds__(kThreads, 1) WorkerKernel(const DeviceRank* __restrict__ rank) {
+  extern __shared__ __align__(128) uint8_t smem[];
+#if HPMOE_GEMM_PAIRS  // 2-block clusters: no block reads its peer's shared memory before or after both are here
+  InitPairs(*rank);
+  ClusterSync();
+  RunWorker<T, kFusedSwiglu>(*rank, smem);
+  ClusterSync();
+#else
+  RunWorker<T, kFusedSwiglu>(*rank, smem);
+#endif
 }
 
 }  // namespace cuda
