@@ -1,18 +1,20 @@
 // Pool units taken in rounds by the two blocks of a 2-block cluster (build flag HPMOE_GEMM_PAIRS; docs/cuda.md,
-// "Next: 2-CTA clusters"). Each round, block 0 claims two units (two fetch-adds: every unit is still claimed
-// once and every claimer still stops at exactly one claim past the end, so the claim counter's per-invocation
-// base is unchanged) and posts both to block 1 through distributed shared memory. When both units are one GMM
-// task each on the same weights, expert, columns, rows and K (PairedPeerTask), the two blocks run them as
-// paired tiles (block_gemm_paired.cuh), B multicast; otherwise each runs its unit alone.
+// "Next: 2-CTA clusters"). At a claim, block 1 asks block 0 for a round (a CAS on block 0's gate word) and
+// waits HPMOE_PAIRS_PATIENCE_NS for it; block 0, at its own claim, takes a pending request, claims two units
+// (two fetch-adds: every unit is still claimed once and every claimer still stops at exactly one claim past
+// the end, so the claim counter's per-invocation base is unchanged) and posts block 1's through distributed
+// shared memory. Unanswered, block 1 takes its request back and claims alone. When both units of a round are
+// one GMM task each on the same weights, expert, columns, rows and K (PairedPeerTask), the two blocks run them
+// as paired tiles (block_gemm_paired.cuh), B multicast; otherwise each runs its unit alone.
 //
-// Why no deadlock: a block posts and waits only in the pool, which it enters after its static queue; in the
-// schedules that pair (mixed queues with the pool) static queues hold dispatch puts, entry signals and
-// router-weight gradients, none of which waits on a pool unit. Two paired units are of one stage, so neither
-// waits on the other, and every unit before them was claimed by a block that runs it. Before the paired tiles
-// start, both blocks say (CommitPair, bounded) that their unit's waits are over, so a block whose wait failed
-// never leaves its peer in an unbounded tile barrier. Every wait on the peer is bounded and watches the abort
-// word, as CudaSync::Wait does. The kernel starts and ends with a cluster barrier, so no block touches its
-// peer's shared memory before the peer initialised it or after the peer exited.
+// Why no deadlock: block 0 claims for block 1 only while block 1 waits at a claim, so no unit is handed to a
+// block busy elsewhere (a static combine put waiting on pool units, EP > 1, deadlocked the first version).
+// Two paired units are of one stage, so neither waits on the other, and every unit before them was claimed
+// by a block that runs it. Before the paired tiles start, both blocks say (CommitPair, bounded) that their
+// unit's waits are over, so a block whose wait failed never leaves its peer in an unbounded tile barrier.
+// Every wait on the peer is bounded and watches the abort word, as CudaSync::Wait does. The kernel starts and
+// ends with a cluster barrier, so no block touches its peer's shared memory before the peer initialised it or
+// after the peer exited; block 0 closes its gate when it leaves the pool and serves a request still pending.
 #pragma once
 
 #include "block_gemm_paired.cuh"
