@@ -72,11 +72,7 @@ struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
                                    int32_t k) {
     const uint32_t sa = this->smem + s * kStageBytes, sb = sa + kATileBytes, bar = this->Full(s);
     MbarExpectTx(bar, kStageBytes);
-    if (kAColMajor) {
-      for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
-    } else {
-      TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
-    }
+    this->IssueA(sa, a, bar, m0, k);
     constexpr uint16_t kBoth = 0x3;
     if (kBColMajor) {  // lines = N: this rank's 128 lines, 16 KB
       const int32_t half = int32_t(rank) * (kBN / 2);
@@ -95,19 +91,13 @@ struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
     const int nk = (k1 - k0 + kBK - 1) / kBK;
     const bool leader = threadIdx.x == 0;
     __syncthreads();  // this block's readers are done with every slot
-    if (leader) {
-      for (int s = 0; s < kStages; ++s) {
-        MbarInit(this->Full(s), 1);
-        MbarInit(this->Empty(s), 2 * kThreads / 32);
-      }
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    }
+    if (leader) this->InitBarriers(2 * kThreads / 32);  // both blocks' warps release a slot
     ClusterSync();
-    // The leader issues step j's loads once slot j % kStages is free in both blocks. It never waits for the
+    // The leader issues step j's loads once slot j % kStages is free in both blocks. It does not wait for the
     // peer's arrivals while its warpgroup has data to multiply: a refill whose empty barrier is not complete is
-    // retried after the next step, and waited for only when its own data is next (a leader that waited at once
-    // held its warpgroup in step with the slower block: 0.67-0.70 of the solo tile's rate in isolation).
+    // retried after the next step, and waited for only when its own data is next. (Measured with cluster-scope
+    // arrivals only, where it was no faster than waiting at once: 450-464 against 477-502 TFLOP/s alone; not
+    // measured since the arrivals went to CTA scope.)
     int issued = 0;  // steps [0, issued) are issued
     auto issue_ready = [&](int upto, bool block) {
       for (; issued < nk && issued <= upto; ++issued) {

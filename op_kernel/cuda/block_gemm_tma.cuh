@@ -70,16 +70,29 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   static constexpr bool kHalfKMajorB = HPMOE_EXPERIMENT_HALF_B == 2 && kBColMajor;
   static constexpr uint32_t kStepBytes = kBColMajor ? kStageBytes : kATileBytes + kBBoxesMnMajor * kBK * 128;
 
-  // Thread 0 only: the boxes of one K step into slot s, completing on Full(s) (one arrival per phase).
-  __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
-    const uint32_t sa = this->smem + s * kStageBytes, sb = sa + kATileBytes, bar = Full(s);
-    const bool half_k_major = kHalfKMajorB && b.half_map && !b.split;  // (timing experiment only)
-    MbarExpectTx(bar, kStepBytes - (half_k_major ? kBN / 2 * 128 : 0));
+  // Thread 0 only: every slot's full barrier (one arrival per phase) and empty barrier (`empty_arrivals` warps).
+  __device__ void InitBarriers(uint32_t empty_arrivals) {
+    for (int s = 0; s < kStages; ++s) {
+      MbarInit(Full(s), 1);
+      MbarInit(Empty(s), empty_arrivals);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  }
+  // Thread 0 only: one K step's A boxes to `sa`, completing on `bar`.
+  __device__ void IssueA(uint32_t sa, const TmaOperand& a, uint32_t bar, int32_t m0, int32_t k) {
     if (kAColMajor) {
       for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
     } else {
       TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
     }
+  }
+  // Thread 0 only: the boxes of one K step into slot s, completing on Full(s) (one arrival per phase).
+  __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
+    const uint32_t sa = this->smem + s * kStageBytes, sb = sa + kATileBytes, bar = Full(s);
+    const bool half_k_major = kHalfKMajorB && b.half_map && !b.split;  // (timing experiment only)
+    MbarExpectTx(bar, kStepBytes - (half_k_major ? kBN / 2 * 128 : 0));
+    IssueA(sa, a, bar, m0, k);
     if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
       TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
       TmaLoad(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);
@@ -127,14 +140,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     const uint64_t t_start = ProfileClock();
     uint64_t t_first = t_start;
     __syncthreads();  // the previous call's readers are done with every slot
-    if (leader) {
-      for (int s = 0; s < kStages; ++s) {
-        MbarInit(Full(s), 1);
-        MbarInit(Empty(s), kThreads / 32);
-      }
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    }
+    if (leader) InitBarriers(kThreads / 32);
     __syncthreads();
     // With the asynchronous epilogue, slots kStagingSlot.. hold the previous tile's staged rows until its bulk
     // stores have read them: the other slots are filled first.

@@ -4,7 +4,7 @@
 // (two fetch-adds: every unit is still claimed once and every claimer still stops at exactly one claim past
 // the end, so the claim counter's per-invocation base is unchanged) and posts block 1's through distributed
 // shared memory. Unanswered, block 1 takes its request back and claims alone. When both units of a round are
-// one GMM task each on the same weights, expert, columns, rows and K (PairedPeerTask), the two blocks run them
+// one GMM task each on the same weights, expert, columns, rows and K (PairedWithPeer), the two blocks run them
 // as paired tiles (block_gemm_paired.cuh), B multicast; otherwise each runs its unit alone.
 //
 // Why no deadlock: block 0 claims for block 1 only while block 1 waits at a claim, so no unit is handed to a
@@ -135,18 +135,11 @@ __device__ inline uint32_t ClaimInRounds(const DeviceRank& d, uint32_t* claim_co
   if (g_pair.alone) return atomicAdd(claim_counter, 1u);
   if (ClusterRank() == 0) {
     const uint32_t request = ExchangeLocal(&g_pair.gate, kGateOpen);  // block 1's pending round, if any
-    if (request != kGateOpen && request != kGateNotYet) {
-      const uint32_t k0 = ServeRound(claim_counter, request, base, units);
-      if (k0 - base >= units) {  // leaving the pool: no request may stay unserved
-        const uint32_t late = ExchangeLocal(&g_pair.gate, kGateClosed);
-        if (late != kGateOpen) ServeRound(claim_counter, late, base, units, false);
-      }
-      return k0;
-    }
-    const uint32_t k = atomicAdd(claim_counter, 1u);
-    if (k - base >= units) {
+    const uint32_t k = request != kGateOpen && request != kGateNotYet ? ServeRound(claim_counter, request, base, units)
+                                                                       : atomicAdd(claim_counter, 1u);
+    if (k - base >= units) {  // leaving the pool: close the gate, and serve a request that came in meanwhile
       const uint32_t late = ExchangeLocal(&g_pair.gate, kGateClosed);
-      if (late != kGateOpen && late != kGateNotYet) ServeRound(claim_counter, late, base, units, false);
+      if (late != kGateOpen) ServeRound(claim_counter, late, base, units, false);
     }
     return k;
   }
@@ -172,31 +165,27 @@ __device__ inline uint32_t ClaimInRounds(const DeviceRank& d, uint32_t* claim_co
   return k1;
 }
 
-// The GMM task the peer runs beside task `mine` as paired tiles, or nullptr: both units are that one task, of
-// the same type on the same weights, columns, K and row count, each row range inside one expert segment of the
-// same expert (what makes B the same tile sequence). Both blocks compute it alike (the routing counts are
-// final before any GMM task runs). Every thread calls it (the segment walk is warp-parallel).
-__device__ inline const ssc::SscTask* PairedPeerTask(const DeviceRank& d, const ssc::SscTask& mine,
-                                                    uint32_t* expert) {
+// Whether the peer runs its unit beside task `mine` as paired tiles: both units are one task, of the same type
+// on the same weights, columns, K and row count, each row range inside one expert segment of the same expert
+// (what makes B the same tile sequence). Both blocks decide alike (the routing counts are final before any GMM
+// task runs). Every thread calls it (the segment walk is warp-parallel).
+__device__ inline bool PairedWithPeer(const DeviceRank& d, const ssc::SscTask& mine) {
   const uint32_t pu = g_pair.peer_unit, mu = g_pair.mine_unit;
-  if (HPMOE_PAIRS_NO_TILE || pu == kNoUnit) return nullptr;
+  if (HPMOE_PAIRS_NO_TILE || pu == kNoUnit) return false;
   const rt::SscProgram& p = d.program;
-  // Both units one task: the two blocks then decide on the same pair of tasks.
   if (p.pool[pu].count != 1 || p.pool[mu].count != 1 || &p.tasks[p.entries[p.pool[mu].first_entry]] != &mine)
-    return nullptr;
+    return false;
   const ssc::SscTask& peer = p.tasks[p.entries[p.pool[pu].first_entry]];
   const ssc::SscTensorRef &a = mine.inputs[0], &b = peer.inputs[0];
   if (peer.task_type != mine.task_type || peer.inputs[1].slot != mine.inputs[1].slot || b.slot != a.slot ||
       b.cols != a.cols || b.rows != a.rows || peer.outputs[0].slot != mine.outputs[0].slot ||
       peer.outputs[0].col_offset != mine.outputs[0].col_offset || peer.outputs[0].cols != mine.outputs[0].cols)
-    return nullptr;
+    return false;
   uint32_t e_mine = kNoUnit, e_peer = kNoUnit;
   int n_mine = 0, n_peer = 0;
   ForEachExpertSegment(d, a.row_offset, a.rows, [&](uint32_t e, uint64_t, uint64_t) { e_mine = e, ++n_mine; });
   ForEachExpertSegment(d, b.row_offset, b.rows, [&](uint32_t e, uint64_t, uint64_t) { e_peer = e, ++n_peer; });
-  if (n_mine != 1 || n_peer != 1 || e_mine != e_peer) return nullptr;
-  *expert = e_mine;
-  return &peer;
+  return n_mine == 1 && n_peer == 1 && e_mine == e_peer;
 }
 
 // Both blocks, before their paired tiles: this block's unit has passed its waits; wait (bounded) until the

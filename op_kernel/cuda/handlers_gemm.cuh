@@ -4,6 +4,8 @@
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
 
+#include <type_traits>
+
 #include "gemm_variant.h"
 #ifndef HPMOE_GEMM_STAGED_EPILOGUE
 // 1: 16-bit GMM outputs leave through shared memory as 16-byte row vectors (EP 4 fwd+bwd 1-3% faster, GMM in
@@ -127,49 +129,42 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
 #elif HPMOE_GEMM_TMA
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
-#if HPMOE_GEMM_PAIRS
-  uint32_t pe = 0;
-  if (PairedPeerTask(d, t, &pe) != nullptr) {  // the peer block runs the same B beside this unit
-    const int32_t st = CommitPair(d);
-    if (st != rt::kOk) return st;
-    BlockGemmPaired<T, false, kTransB> g(smem);
+  // Every tile of the task: expert segment, row tile, column tile. Paired (HPMOE_GEMM_PAIRS), the peer block
+  // walks the same tiles on the same B: one m0 on both (in.rows is one row tile), the same n0 and K.
+  auto walk = [&](auto& g, auto paired) {
+    constexpr bool kPaired = decltype(paired)::value;
     return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
       const int64_t m = int64_t(r1 - r0);
+      // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.
       const TmaOperand a{map_a, 0, int32_t(r0), 0};
-      TmaOperand b{map_b, 0, 0, int32_t(e)};
-      if (kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
-      // Both blocks walk the same tiles: one m0 (in.rows is one row tile on both), the same n0 and K.
-      for (int64_t m0 = 0; m0 < int64_t(in.rows); m0 += kBM) {
+      TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
+      if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
+      for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
           g.Zero();
-          g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+#if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
+          g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
+#elif HPMOE_GEMM_STAGED_EPILOGUE
           g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
+#else
+          g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
+#endif
         }
       }
     });
+  };
+#if HPMOE_GEMM_PAIRS
+  if (PairedWithPeer(d, t)) {  // the peer block runs the same B beside this unit
+    const int32_t st = CommitPair(d);
+    if (st != rt::kOk) return st;
+    BlockGemmPaired<T, false, kTransB> g(smem);
+    return walk(g, std::true_type{});
   }
 #endif
   BlockGemmTma<T, false, kTransB> g(smem);
-  const int32_t err = ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
-    const int64_t m = int64_t(r1 - r0);
-    // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.
-    const TmaOperand a{map_a, 0, int32_t(r0), 0};
-    TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
-    if (HPMOE_EXPERIMENT_HALF_B == 2 && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
-    for (int64_t m0 = 0; m0 < m; m0 += kBM) {
-      for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
-        g.Zero();
-        g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
-#if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
-        g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
-#elif HPMOE_GEMM_STAGED_EPILOGUE
-        g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
-#else
-        g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
-#endif
-      }
-    }
-  });
+  const int32_t err = walk(g, std::false_type{});
   g.FinishStores();
   return err;
 #else

@@ -70,21 +70,29 @@ bool Map(EncodeTiled encode, void* base, uint64_t rows, uint64_t cols, uint32_t 
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// A launch of `blocks` tile blocks in clusters of `cluster` (the attribute lives in `attr`, which must outlive
+// the launch).
+cudaLaunchConfig_t TileLaunch(int blocks, unsigned cluster, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(blocks);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = kGemmTmaSmemBytes;
+  *attr = {};
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = cluster;
+  attr->val.clusterDim.y = attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 template <bool kTransB, bool kPaired>
 bool Launch(const CUtensorMap* maps, T* c, float* ms = nullptr) {
   auto kernel = TileKernel<kTransB, kPaired>;
   if (!Ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kGemmTmaSmemBytes), "smem attribute"))
     return false;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(M / kBM);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kGemmTmaSmemBytes;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = kPaired ? 2 : 1;
-  attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = TileLaunch(M / kBM, kPaired ? 2 : 1, &attr);
   if (!Ok(cudaLaunchKernelEx(&cfg, kernel, static_cast<const void*>(&maps[0]), static_cast<const void*>(&maps[1]),
                              static_cast<const void*>(&maps[2]), c, M, N, K),
           "launch"))
@@ -201,16 +209,8 @@ int main(int argc, char** argv) {
   const auto encode = reinterpret_cast<EncodeTiled>(p);
   std::mt19937 rng(13);
   if (bench) {  // as many bands as clusters of 2 can be resident at once (GPCs of an odd SM count leave one idle)
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(prop.multiProcessorCount & ~1);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kGemmTmaSmemBytes;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 2;
-    attr.val.clusterDim.y = attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = TileLaunch(prop.multiProcessorCount & ~1, 2, &attr);
     auto kernel = TileKernel<false, true>;
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kGemmTmaSmemBytes);
     int clusters = 0;
