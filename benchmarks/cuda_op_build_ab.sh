@@ -16,7 +16,7 @@ for rep in ${REPS:-1 2}; do
         > "$log" 2>&1 || { echo "FAILED $shape $build"; tail -3 "$log"; continue; }
       echo "$shape $build round $rep: $(grep -m1 WorkerKernel "$log" | awk '{print $1, $2, $3}') per step" \
         "| step $(grep -m1 'total GPU time' "$log" | awk '{print $1}') ms"
-      grep "tile profile" "$log" | tail -3
+      grep -E "tile profile|pair profile" "$log" | tail -5
     done
   done
 done

@@ -90,6 +90,7 @@ struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
     static_assert(!(kAColMajor && kBColMajor), "no tile reads both operands K-major from MN-major storage");
     const int nk = (k1 - k0 + kBK - 1) / kBK;
     const bool leader = threadIdx.x == 0;
+    const uint64_t t_start = ProfileClock();
     __syncthreads();  // this block's readers are done with every slot
     if (leader) this->InitBarriers(2 * kThreads / 32);  // both blocks' warps release a slot
     ClusterSync();
@@ -110,10 +111,12 @@ struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
       }
     };
     if (leader) issue_ready(kStages - 1, true);
+    uint64_t t_first = 0;
     for (int kt = 0; kt < nk; ++kt) {
       const int s = kt % kStages;
       if (leader) issue_ready(kt, true);
       MbarWait(this->Full(s), (kt / kStages) & 1);
+      if (HPMOE_EXPERIMENT_PROFILE && kt == 0) t_first = ProfileClock();
       if constexpr (kAColMajor && !kBColMajor) {
         const int valid = k1 - (k0 + kt * kBK);
         if (valid < kBK) this->ZeroKTail(s, valid);
@@ -129,6 +132,12 @@ struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     __syncthreads();
+    if (HPMOE_EXPERIMENT_PROFILE) {  // the fill includes the cluster barrier
+      ProfileAdd(kProfilePairedKind, kPhaseFill, t_first - t_start);
+      ProfileAdd(kProfilePairedKind, kPhaseLoop, ProfileClock() - t_first);
+      ProfileAdd(kProfilePairedKind, kPhaseSteps, uint64_t(nk));
+      ProfileAdd(kProfilePairedKind, kPhaseTiles, 1);
+    }
   }
 };
 

@@ -29,6 +29,9 @@ constexpr uint32_t kNoUnit = 0xffffffffu;
 #ifndef HPMOE_PAIRS_PATIENCE_NS
 #define HPMOE_PAIRS_PATIENCE_NS 2000  // how long block 1 waits for block 0 at a claim before claiming alone
 #endif
+#ifndef HPMOE_PAIRS_LEADER_PATIENCE_NS
+#define HPMOE_PAIRS_LEADER_PATIENCE_NS 0  // how long block 0 waits at a claim for block 1 to ask (experiment)
+#endif
 #ifndef HPMOE_PAIRS_NO_TILE
 #define HPMOE_PAIRS_NO_TILE 0  // diagnostic: the rounds without paired tiles
 #endif
@@ -121,7 +124,11 @@ __device__ inline uint32_t ServeRound(uint32_t* claim_counter, uint32_t request,
   StoreRemote(&g_pair.post_k1, 1, k1);
   StoreRemoteRelease(&g_pair.post_seq, 1, request);
   g_pair.round = request;
-  if (k0 - base < units && k1 - base < units) g_pair.peer_unit = k1 - base, g_pair.mine_unit = k0 - base;
+  PairProfileAdd(kPairServed);
+  if (k0 - base < units && k1 - base < units) {
+    g_pair.peer_unit = k1 - base, g_pair.mine_unit = k0 - base;
+    PairProfileAdd(kPairBothUnits);
+  }
   return k0;
 }
 
@@ -132,9 +139,18 @@ __device__ inline uint32_t ClaimInRounds(const DeviceRank& d, uint32_t* claim_co
   const rt::SscProgram& p = d.program;
   const uint32_t base = (p.invocation - 1u) * (p.num_pool + p.claimers), units = p.num_pool;
   g_pair.peer_unit = g_pair.mine_unit = kNoUnit;
-  if (g_pair.alone) return atomicAdd(claim_counter, 1u);
+  if (g_pair.alone) {
+    PairProfileAdd(kPairAlone);
+    return atomicAdd(claim_counter, 1u);
+  }
   if (ClusterRank() == 0) {
-    const uint32_t request = ExchangeLocal(&g_pair.gate, kGateOpen);  // block 1's pending round, if any
+    uint32_t request = ExchangeLocal(&g_pair.gate, kGateOpen);  // block 1's pending round, if any
+    if (HPMOE_PAIRS_LEADER_PATIENCE_NS > 0 && (request == kGateOpen || request == kGateNotYet)) {
+      const uint64_t give_up = GlobalTimerNs() + HPMOE_PAIRS_LEADER_PATIENCE_NS;
+      while (LoadAcquireCluster(&g_pair.gate) == kGateOpen && GlobalTimerNs() < give_up) {
+      }
+      request = ExchangeLocal(&g_pair.gate, kGateOpen);
+    }
     const uint32_t k = request != kGateOpen && request != kGateNotYet ? ServeRound(claim_counter, request, base, units)
                                                                        : atomicAdd(claim_counter, 1u);
     if (k - base >= units) {  // leaving the pool: close the gate, and serve a request that came in meanwhile
@@ -148,16 +164,20 @@ __device__ inline uint32_t ClaimInRounds(const DeviceRank& d, uint32_t* claim_co
   const uint32_t gate = CasRemote(&g_pair.gate, 0, kGateOpen, seq);
   if (gate != kGateOpen) {
     if (gate == kGateClosed) g_pair.alone = 1;
+    PairProfileAdd(kPairAlone);
     return atomicAdd(claim_counter, 1u);
   }
   // Wait a moment for block 0 to reach its claim; if it does not, take the request back (a CAS that fails
   // once block 0 has taken it) and claim alone: waiting for block 0's whole unit idled block 1 (rounds
   // without paired tiles: Mixtral-8x7B fwd+bwd kernels 17.4 -> 20.3 ms).
+  PairProfileAdd(kPairAsked);
   const uint64_t give_up = GlobalTimerNs() + HPMOE_PAIRS_PATIENCE_NS;
   while (LoadAcquireCluster(&g_pair.post_seq) != seq && GlobalTimerNs() < give_up) {
   }
-  if (LoadAcquireCluster(&g_pair.post_seq) != seq && CasRemote(&g_pair.gate, 0, seq, kGateOpen) == seq)
+  if (LoadAcquireCluster(&g_pair.post_seq) != seq && CasRemote(&g_pair.gate, 0, seq, kGateOpen) == seq) {
+    PairProfileAdd(kPairWithdrawn);
     return atomicAdd(claim_counter, 1u);  // withdrawn before block 0 took it
+  }
   if (WaitPeer(d, &g_pair.post_seq, seq) != rt::kOk) return base + units;  // taken: the post is coming
   g_pair.round = seq;
   const uint32_t k0 = g_pair.post_k0, k1 = g_pair.post_k1;

@@ -159,6 +159,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   if (PairedWithPeer(d, t)) {  // the peer block runs the same B beside this unit
     const int32_t st = CommitPair(d);
     if (st != rt::kOk) return st;
+    if (threadIdx.x == 0) PairProfileAdd(kPairTiled);
     BlockGemmPaired<T, false, kTransB> g(smem);
     return walk(g, std::true_type{});
   }

@@ -2,7 +2,8 @@
 // GMM_TRANS_B, weight gradient), summed over one launch by thread 0 of every block from clock64 stamps:
 // waiting for the first K step's operands, the rest of the K loop, staging the tile in shared memory, storing
 // it. A one-thread kernel after each launch prints the sums (device printf) and clears them. Default builds
-// compile none of it (docs/cuda.md, "Per phase and per tile").
+// compile none of it (docs/cuda.md, "Per phase and per tile"). Under HPMOE_GEMM_PAIRS also how pool claims paired
+// up (PairEvent) and the paired tiles' K loop (kind 3).
 #pragma once
 
 #include <stdint.h>
@@ -15,9 +16,23 @@ namespace hpmoe {
 namespace cuda {
 
 enum TilePhase { kPhaseFill, kPhaseLoop, kPhaseStage, kPhaseStore, kPhaseTiles, kPhaseSteps, kPhaseCount };
+constexpr int kProfilePairedKind = 3;  // the paired tile's fill and K loop (its epilogue counts under its base kind)
+// Claims under HPMOE_GEMM_PAIRS, counted by the block that makes them.
+enum PairEvent {
+  kPairAlone,      // a claim by a block that never pairs (again), or block 1 finding the gate not open
+  kPairAsked,      // block 1 asked block 0 for a round
+  kPairWithdrawn,  // ... and took the request back unanswered
+  kPairServed,     // block 0 served a round
+  kPairBothUnits,  // a served round with both units in the pool
+  kPairTiled,      // a unit run as paired tiles (both blocks count theirs)
+  kPairEventCount
+};
 
 #if HPMOE_EXPERIMENT_PROFILE
-__device__ unsigned long long g_tile_profile[3][kPhaseCount];
+__device__ unsigned long long g_tile_profile[4][kPhaseCount];
+__device__ unsigned long long g_pair_profile[kPairEventCount];
+
+__device__ __forceinline__ void PairProfileAdd(int event) { atomicAdd(&g_pair_profile[event], 1ull); }
 
 __device__ __forceinline__ void ProfileAdd(int kind, int phase, uint64_t v) {
   if (threadIdx.x == 0) atomicAdd(&g_tile_profile[kind][phase], (unsigned long long)v);
@@ -27,8 +42,8 @@ __device__ __forceinline__ uint64_t ProfileClock() { return clock64(); }
 // Enqueued after each persistent launch (a separate kernel: a call inside the worker kernel would make ptxas
 // serialise its wgmma); prints the sums and clears them.
 __global__ void ProfilePrintKernel(uint32_t direction) {
-  const char* names[3] = {"GMM", "GMM_TRANS_B", "WEIGHT_GRAD"};
-  for (int k = 0; k < 3; ++k) {
+  const char* names[4] = {"GMM", "GMM_TRANS_B", "WEIGHT_GRAD", "PAIRED_LOOP"};
+  for (int k = 0; k < 4; ++k) {
     unsigned long long* p = g_tile_profile[k];
     const double tiles = double(p[kPhaseTiles]);
     if (tiles > 0)
@@ -39,9 +54,17 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
              double(p[kPhaseStore]) / tiles, double(p[kPhaseLoop]) / double(p[kPhaseSteps] ? p[kPhaseSteps] : 1));
     for (int i = 0; i < kPhaseCount; ++i) p[i] = 0;
   }
+  unsigned long long* q = g_pair_profile;
+  if (q[kPairAlone] + q[kPairAsked] + q[kPairServed] > 0)
+    printf("pair profile %s: alone claims %llu, block-1 asks %llu (withdrawn %llu), rounds served %llu (both units "
+           "in the pool %llu), units run as paired tiles %llu\n",
+           direction ? "bwd" : "fwd", q[kPairAlone], q[kPairAsked], q[kPairWithdrawn], q[kPairServed],
+           q[kPairBothUnits], q[kPairTiled]);
+  for (int i = 0; i < kPairEventCount; ++i) q[i] = 0;
 }
 #else
 __device__ __forceinline__ void ProfileAdd(int, int, uint64_t) {}
+__device__ __forceinline__ void PairProfileAdd(int) {}
 __device__ __forceinline__ uint64_t ProfileClock() { return 0; }
 #endif
 
