@@ -106,15 +106,28 @@ hpmoe::cuda::LaunchOptions ToOptions(const HpmoeCudaOptions* o) {
 }
 }  // namespace
 
-int hpmoe_cuda_launch_timed(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
-                            uint32_t dw_mode, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
-                            int errlen) {
+int hpmoe_cuda_launch_pass(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
+                           uint32_t dw_mode, uint32_t plan, uint32_t timed, const HpmoeCudaPass* pass,
+                           const HpmoeCudaOptions* options, char* err, int errlen) {
   hpmoe::cuda::LaunchSpec spec;
   for (uint32_t s = 0; s < hpmoe::ssc::kSlotCount; ++s) spec.bound[s] = bound != nullptr ? bound[s] : 0;
   spec.dw_mode = dw_mode;
   spec.plan = plan != 0;
+  if (pass != nullptr) {
+    spec.run_if = pass->run_if;
+    spec.token_begin = pass->token_begin;
+    spec.token_end = pass->token_end;
+    spec.need_out = reinterpret_cast<void*>(pass->need_out);
+  }
   return Fail(static_cast<CudaGroup*>(group)->Launch(rank, direction, stream, spec, ToOptions(options), timed != 0),
               err, errlen);
+}
+
+int hpmoe_cuda_launch_timed(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
+                            uint32_t dw_mode, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
+                            int errlen) {
+  return hpmoe_cuda_launch_pass(group, rank, direction, stream, bound, dw_mode, plan, timed, nullptr, options, err,
+                                errlen);
 }
 
 int hpmoe_cuda_launch(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,

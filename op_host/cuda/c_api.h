@@ -52,6 +52,21 @@ int hpmoe_cuda_launch(void* group, uint32_t rank, uint32_t direction, void* stre
 int hpmoe_cuda_launch_timed(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
                             uint32_t dw_mode, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
                             int errlen);
+// When a launch runs and which tokens it takes (the speculative bucket at ep > 1; docs/cuda.md, "Routing
+// beyond the bucket"): run_if 0 always, 1 a planned forward whose ranks agree on the rows their routing needs
+// and all stop before any row moves if the bucket is too small (marking the heap overflowed; the agreed need is
+// written to the pinned host word need_out, if not 0), 2 / 3 only if the heap's last such forward fitted /
+// overflowed. token_begin, token_end: the tokens the launch routes and reduces (end clipped to T).
+typedef struct {
+  uint32_t run_if;
+  uint32_t token_begin;
+  uint32_t token_end;
+  uint64_t need_out;
+} HpmoeCudaPass;
+// hpmoe_cuda_launch_timed with a pass (NULL: always, every token).
+int hpmoe_cuda_launch_pass(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
+                           uint32_t dw_mode, uint32_t plan, uint32_t timed, const HpmoeCudaPass* pass,
+                           const HpmoeCudaOptions* options, char* err, int errlen);
 int hpmoe_cuda_kernel_ms(void* group, uint32_t rank, uint32_t direction, float* ms, char* err, int errlen);
 // 0 while no launch of the group has failed (reads mapped host memory: no sync); else 1 with the first
 // failure's report in `err` (after syncing the failed rank's stream).

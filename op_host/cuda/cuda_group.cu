@@ -374,6 +374,22 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
     return Format("dw_mode accumulates into DW1/DW2: a launch must bind both (the heap's are not gradients)");
   b.dw_mode = spec.dw_mode;
   b.planned = spec.plan ? 1u : 0u;
+  if (spec.run_if > kRunIfOverflow) return Format("run_if %u: only 0..3 exist (RunIf)", spec.run_if);
+  if (spec.run_if == kRunSpeculate && (direction != 0 || !spec.plan))
+    return "run_if speculate is a forward that builds its routing plan on the device (plan = 1)";
+  b.run_if = spec.run_if;
+  b.token_begin = spec.token_begin;
+  b.token_end = spec.token_end < cfg_.tokens ? spec.token_end : cfg_.tokens;
+  if (b.token_begin > b.token_end)
+    return Format("tokens [%u, %u) is not a range inside [0, %u)", spec.token_begin, spec.token_end, cfg_.tokens);
+  if (spec.need_out != nullptr) {
+    void* mapped = nullptr;
+    if (cudaHostGetDevicePointer(&mapped, spec.need_out, 0) != cudaSuccess) {
+      cudaGetLastError();
+      return "need_out is not pinned host memory the device can write (cudaHostAlloc / pin_memory)";
+    }
+    b.need_out = static_cast<uint32_t*>(mapped);
+  }
   std::string err = BindWeights(s, direction, spec, &b);
   if (!err.empty()) return err;
   BindLaunch<<<1, 64, 0, stream>>>(s.dev_rank[direction], b);
@@ -385,6 +401,8 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
                 ? reinterpret_cast<const int32_t*>(spec.bound[ssc::kSlotTopkIds])
                 : reinterpret_cast<const int32_t*>(s.segment + layout_.slot_offset[ssc::kSlotTopkIds]);
     a.n = n;
+    a.begin = uint64_t(b.token_begin) * cfg_.topk;
+    a.end = uint64_t(b.token_end) * cfg_.topk;
     a.ep = cfg_.ep;
     a.experts_per_rank = cfg_.experts_per_rank;
     a.rows_per_src = cfg_.recv_rows_per_src;
@@ -499,6 +517,13 @@ std::string CudaGroup::FailureReport(uint32_t rank) {
     }
   }
   if (failures > 1) first += Format(" (+%u more workers stopped)", failures - 1);
+  if (first.empty()) {  // no worker ran: a speculative forward whose ranks did not all publish their need
+    DeviceRank d;
+    HPMOE_CUDA_TRY(cudaMemcpy(&d, s.dev_rank[0], sizeof(d), cudaMemcpyDeviceToHost), "reading the launch state");
+    if (d.run_if == kRunSpeculate)
+      return Format("rank %u: the ranks did not agree on the routing's rows within the timeout (a rank did not "
+                    "launch this forward, or stopped)", rank);
+  }
   return first.empty() ? Format("rank %u: a launch failed (no worker report)", rank) : first;
 }
 

@@ -34,6 +34,9 @@ struct LaunchSpec {
   uint64_t bound[ssc::kSlotCount] = {};
   uint32_t dw_mode = 0;  // kDwModelDtype | kDwAccumulate (device_rank.cuh)
   bool plan = false;
+  uint32_t run_if = kRunAlways;             // RunIf (device_rank.cuh): the speculative bucket's launches
+  uint32_t token_begin = 0, token_end = ~0u;  // the tokens routed and reduced (clipped to T)
+  void* need_out = nullptr;                 // kRunSpeculate: pinned (mapped) host word for the agreed need
 };
 
 struct RankState {

@@ -20,7 +20,18 @@ namespace cuda {
 
 constexpr uint32_t kMaxRanks = 8;
 constexpr uint64_t kAbortWordOffset = 64;  // in each segment's control block: 0, or 1 + the first failed rank
+// The speculative bucket (docs/cuda.md, "Routing beyond the bucket"), also in the control block: the verdict
+// of this heap's last speculative forward (1: its routing overflowed the bucket and it ran nothing), and one
+// 64-bit entry per source rank, (invocation << 32) | the rows that rank's routing needs, written by the source.
+constexpr uint64_t kOverflowWordOffset = 256;
+constexpr uint64_t kNeedTableOffset = 512;
 constexpr unsigned long long kNoBadId = ~0ull;
+
+// When a launch runs (LaunchSpec::run_if): always; kRunSpeculate, a planned forward whose ranks first agree on
+// the rows their routing needs and, if the bucket is too small, all stop before any row moves (the launch then
+// takes no invocation); kRunIfNoOverflow / kRunIfOverflow, only if this heap's last speculative forward fitted /
+// overflowed (otherwise the launch's kernels return at once and it takes no invocation either).
+enum RunIf : uint32_t { kRunAlways = 0, kRunSpeculate = 1, kRunIfNoOverflow = 2, kRunIfOverflow = 3 };
 
 // Slots a launch may bind to memory outside the heap: only this rank reads or writes them (no peer puts
 // into them, so no symmetric address is ever derived from them).
@@ -81,6 +92,10 @@ struct DeviceRank {
   uint32_t planned;          // this launch built the routing plan on the device (routing_plan.cuh)
   unsigned long long plan_bad;  // first out-of-range t*k + j, or ~0
   uint32_t plan_need;        // most rows this rank sends one destination
+  uint32_t run_if;           // RunIf
+  uint32_t skip;             // the bind kernel's verdict: run_if says this launch does nothing
+  uint32_t token_begin, token_end;  // the tokens this launch routes and reduces (a pass; else [0, T))
+  uint32_t* need_out;        // kRunSpeculate: mapped host word for the agreed need, or nullptr
   alignas(64) uint8_t weight_maps[2][kBoxKinds][kTensorMapBytes];  // bound W1 / W2
 
   __device__ const void* TensorMap(uint32_t slot, uint32_t box) const {
@@ -111,6 +126,11 @@ struct DeviceRank {
   }
   __device__ uint32_t* AbortWord(uint32_t peer) const {
     return reinterpret_cast<uint32_t*>(segments[peer] + kAbortWordOffset);
+  }
+  __device__ uint32_t* OverflowWord() const { return reinterpret_cast<uint32_t*>(segments[rank] + kOverflowWordOffset); }
+  // Source `src`'s entry in `peer`'s need table.
+  __device__ unsigned long long* NeedEntry(uint32_t peer, uint32_t src) const {
+    return reinterpret_cast<unsigned long long*>(segments[peer] + kNeedTableOffset) + src;
   }
 };
 

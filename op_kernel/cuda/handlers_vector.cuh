@@ -170,6 +170,17 @@ __device__ __forceinline__ bool TokenRowsValid(const DeviceRank& d, uint64_t t0,
   return !__syncthreads_or(bad);
 }
 
+// The tokens of a reduction task [row_offset, row_offset + rows) that this launch routed (a pass of the
+// speculative bucket routes only [token_begin, token_end); the other tokens' outputs are left as they are).
+struct TokenSpan {
+  uint64_t begin, end;
+};
+__device__ __forceinline__ TokenSpan RoutedTokens(const DeviceRank& d, const ssc::SscTensorRef& out) {
+  const uint64_t b = out.row_offset > d.token_begin ? out.row_offset : d.token_begin;
+  const uint64_t e = out.row_offset + out.rows < d.token_end ? out.row_offset + out.rows : d.token_end;
+  return {b, e > b ? e : b};
+}
+
 // out[t] = sum_j scale[t*k + j] * ret[token_rows[t][j]] (scale == nullptr: 1), j ascending, fp32.
 template <class T>
 __device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& ret, const ssc::SscTensorRef& rows_ref,
@@ -178,7 +189,8 @@ __device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& re
   if (!FullCols(d, ret) || ret.cols != h || rows_ref.slot != ssc::kSlotTokenRows || !FullCols(d, rows_ref) ||
       !FullCols(d, out) || out.cols != h || !SameRows(rows_ref, out))
     return rt::kErrRegion;
-  if (!TokenRowsValid(d, out.row_offset, out.rows)) return rt::kErrPlan;
+  const TokenSpan span = RoutedTokens(d, out);
+  if (!TokenRowsValid(d, span.begin, span.end - span.begin)) return rt::kErrPlan;
   const T* rs = d.Slot<T>(ret.slot);
   const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
   T* os = d.Slot<T>(out.slot);
@@ -189,8 +201,8 @@ __device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& re
   // copies of the rows' 4 KB pieces through shared memory (bulk_stream.cuh, four stages) measured slower:
   // 0.61 against 0.51 ms per 64-token task at h 7168 (the issuing thread reads each stage's row indices).
   constexpr uint32_t kBatch = 8;
-  for (uint64_t i = threadIdx.x; i < uint64_t(out.rows) * vecs; i += blockDim.x) {
-    const uint64_t tok = out.row_offset + i / vecs, c = (i % vecs) * 8;
+  for (uint64_t i = threadIdx.x; i < (span.end - span.begin) * vecs; i += blockDim.x) {
+    const uint64_t tok = span.begin + i / vecs, c = (i % vecs) * 8;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (uint64_t j0 = 0; j0 < k; j0 += kBatch) {
       uint4 raw[kBatch];
@@ -234,7 +246,8 @@ __device__ int32_t RunTopkWeightGrad(const DeviceRank& d, const ssc::SscTask& t)
       rows_ref.slot != ssc::kSlotTokenRows || !SameRows(rows_ref, out) || out.slot != ssc::kSlotDTopkWeights ||
       !FullCols(d, out))
     return rt::kErrRegion;
-  if (!TokenRowsValid(d, out.row_offset, out.rows)) return rt::kErrPlan;
+  const TokenSpan span = RoutedTokens(d, out);
+  if (!TokenRowsValid(d, span.begin, span.end - span.begin)) return rt::kErrPlan;
   const T* dys = d.Slot<T>(ssc::kSlotDy);
   const T* rs = d.Slot<T>(ssc::kSlotRetY);
   const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
@@ -244,8 +257,7 @@ __device__ int32_t RunTopkWeightGrad(const DeviceRank& d, const ssc::SscTask& t)
   // (t, j) (DeepSeek-V3 experts at 8192 tokens: 0.73 ms per 64-token task, 93 block-ms at the start of the
   // backward, one H200 trace). Each (t, j)'s sum is unchanged: lane strides ascending, then the butterfly.
   constexpr uint32_t kJ = 8;  // rows per pass: their vectors and dy's are loaded before any is summed
-  for (uint64_t ti = warp; ti < out.rows; ti += warps) {
-    const uint64_t tok = out.row_offset + ti;
+  for (uint64_t tok = span.begin + warp; tok < span.end; tok += warps) {
     const T* b = dys + tok * h;
     for (uint64_t j0 = 0; j0 < k; j0 += kJ) {
       const uint32_t nj = uint32_t(k - j0 < kJ ? k - j0 : kJ);

@@ -13,6 +13,9 @@ struct LaunchBinding {
   uint8_t* bound[ssc::kSlotCount];
   uint32_t dw_mode;
   uint32_t planned;
+  uint32_t run_if;  // RunIf
+  uint32_t token_begin, token_end;
+  uint32_t* need_out;
   alignas(64) uint8_t weight_maps[2][kBoxKinds][kTensorMapBytes];
 };
 
@@ -23,7 +26,17 @@ __global__ void BindLaunch(DeviceRank* d, const __grid_constant__ LaunchBinding 
   for (uint32_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
   for (uint32_t s = threadIdx.x; s < ssc::kSlotCount; s += blockDim.x) d->bound[s] = b.bound[s];
   if (threadIdx.x == 0) {
-    const uint32_t n = *d->epoch + 1;
+    // A conditional launch reads the verdict of this heap's last speculative forward (stream order: that
+    // forward's kernels are done); a launch that does nothing takes no invocation, so the counters' epochs
+    // stay the same on every rank (every rank reads the same verdict).
+    const uint32_t overflowed = *reinterpret_cast<volatile uint32_t*>(d->OverflowWord());
+    const uint32_t skip = (b.run_if == kRunIfNoOverflow && overflowed) || (b.run_if == kRunIfOverflow && !overflowed);
+    d->skip = skip;
+    d->run_if = b.run_if;
+    d->token_begin = b.token_begin;
+    d->token_end = b.token_end;
+    d->need_out = b.need_out;
+    const uint32_t n = *d->epoch + (skip ? 0 : 1);
     *d->epoch = n;
     d->program.invocation = n;
     d->dw_mode = b.dw_mode;

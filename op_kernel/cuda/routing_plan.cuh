@@ -2,7 +2,8 @@
 // op_kernel/runtime/routing_plan.h (the CPU twin's serial form, which this must equal bit for bit), built by
 // two small kernels on the launch's stream before the persistent kernel, from topk_ids in device memory.
 //   PlanCount: per chunk of kPlanChunk (t*k + j), a histogram over global experts -> counts[chunk][expert];
-//              out-of-range ids lower DeviceRank::plan_bad.
+//              out-of-range ids lower DeviceRank::plan_bad. Entries outside the launch's tokens (a pass of
+//              the speculative bucket) are not routed: their token_rows become -1.
 //   PlanPlace: per (chunk, expert) block, the rows of that expert in that chunk, in ascending t*k + j: a
 //              block-wide scan of per-thread match counts places each at its row in the destination slot
 //              (first row of the expert in its slot + rows of the expert in earlier chunks + the scan); the
@@ -25,6 +26,7 @@ constexpr uint32_t kPlanChunk = kPlanThreads * kPlanPerThread;
 struct PlanArgs {
   const int32_t* ids;  // [T * k]
   uint64_t n;          // T * k
+  uint64_t begin, end; // the entries this launch routes: its tokens [token_begin, token_end) times k
   uint32_t ep, experts_per_rank, rows_per_src, chunks;
   uint32_t align;      // an expert's first row in its slot is a multiple of this (routing_plan.h PlanShape)
   uint32_t* counts;    // [chunks][ep * E]
@@ -37,12 +39,17 @@ struct PlanArgs {
 // Dynamic shared memory: ep * E uint32.
 __global__ void __launch_bounds__(kPlanThreads) PlanCount(const PlanArgs a) {
   extern __shared__ uint32_t hist[];
+  if (a.rank->skip) return;  // a conditional launch that does nothing (launch_binding.cuh)
   const uint32_t experts = a.ep * a.experts_per_rank;
   for (uint32_t g = threadIdx.x; g < experts; g += blockDim.x) hist[g] = 0;
   __syncthreads();
   const uint64_t begin = uint64_t(blockIdx.x) * kPlanChunk;
   const uint64_t end = begin + kPlanChunk < a.n ? begin + kPlanChunk : a.n;
   for (uint64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    if (i < a.begin || i >= a.end) {
+      a.token_rows[i] = -1;
+      continue;
+    }
     const int32_t g = a.ids[i];
     if (g < 0 || uint32_t(g) >= experts) atomicMin(&a.rank->plan_bad, (unsigned long long)i);
     else atomicAdd(&hist[g], 1u);
@@ -86,6 +93,7 @@ __device__ __forceinline__ uint64_t BlockSum(uint64_t v) {
 
 // Grid: (chunks, ep * E).
 __global__ void __launch_bounds__(kPlanThreads) PlanPlace(const PlanArgs a) {
+  if (a.rank->skip) return;
   const uint32_t experts = a.ep * a.experts_per_rank, g = blockIdx.y, chunk = blockIdx.x;
   const uint32_t dest = g / a.experts_per_rank, local = g % a.experts_per_rank, C = a.rows_per_src;
   const uint32_t first = dest * a.experts_per_rank;
@@ -121,7 +129,7 @@ __global__ void __launch_bounds__(kPlanThreads) PlanPlace(const PlanArgs a) {
   uint32_t mine = 0;
 #pragma unroll
   for (uint32_t q = 0; q < kPlanPerThread; ++q) {
-    id[q] = begin + q < a.n ? a.ids[begin + q] : -1;
+    id[q] = begin + q >= a.begin && begin + q < a.end ? a.ids[begin + q] : -1;
     mine += id[q] == int32_t(g);
   }
   uint32_t total;

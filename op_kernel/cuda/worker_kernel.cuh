@@ -45,14 +45,69 @@ __device__ void RefusePlan(const DeviceRank& d, uint32_t queue) {
     y[i] = nan;
 }
 
+// kRunSpeculate (device_rank.cuh): the most rows any rank's routing sends one rank, agreed by every rank
+// before any row moves. Block 0 writes this rank's need into every rank's need table; thread 0 of every block
+// then waits (bounded, watching the abort word, as CudaSync::Wait) for every rank's entry of this invocation.
+// Every block of every rank reads the same entries, so all decide alike. Returns the need, or ~0u when the
+// wait failed (the abort is raised or was seen; the launch reports the failure).
+__device__ inline uint32_t AgreedNeed(const DeviceRank& d) {
+  __shared__ uint32_t agreed;
+  if (threadIdx.x == 0) {
+    const unsigned long long mine = (static_cast<unsigned long long>(d.program.invocation) << 32) | d.plan_need;
+    if (blockIdx.x == 0)
+      for (uint32_t p = 0; p < d.cfg.ep; ++p)
+        asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(d.NeedEntry(p, d.rank)), "l"(mine) : "memory");
+    const uint64_t deadline = GlobalTimerNs() + d.timeout_ns;
+    uint32_t need = 0;
+    for (uint32_t src = 0; src < d.cfg.ep && need != ~0u; ++src) {
+      for (uint32_t spin = 1;; ++spin) {
+        unsigned long long e;
+        asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(e) : "l"(d.NeedEntry(d.rank, src)) : "memory");
+        if (uint32_t(e >> 32) == d.program.invocation) {
+          need = need > uint32_t(e) ? need : uint32_t(e);
+          break;
+        }
+        if ((spin & 63) == 0 && (LoadAcquire(d.AbortWord(d.rank)) != 0 || GlobalTimerNs() > deadline)) {
+          if (LoadAcquire(d.AbortWord(d.rank)) == 0) RaiseAbort(d);
+          need = ~0u;
+          break;
+        }
+      }
+    }
+    agreed = need;
+  }
+  __syncthreads();
+  return agreed;
+}
+
 // kFusedSwiglu: the instantiation for SSCs with kConfigFusedSwiglu, the only one that holds the fused
 // handlers. ptxas assigns registers per function, and the fused epilogues' demand raised the default kernel's
 // spills (260 -> 1512 bytes of stores) into its vector loops: Qwen3-30B-A3B's backward 3.6 -> 5.8 ms.
 template <class T, bool kFusedSwiglu>
 __device__ __forceinline__ void RunWorker(const DeviceRank& d, uint8_t* smem) {
   const uint32_t queue = blockIdx.x;
-  if (queue >= d.program.num_queues) return;
-  if (d.planned && (d.plan_bad != kNoBadId || d.plan_need > d.cfg.recv_rows_per_src)) {
+  if (queue >= d.program.num_queues || d.skip) return;
+  if (d.planned && d.plan_bad != kNoBadId) {
+    RefusePlan<T>(d, queue);
+    return;
+  }
+  if (d.run_if == kRunSpeculate) {
+    const uint32_t need = AgreedNeed(d);
+    if (need == ~0u) {
+      if (threadIdx.x == 0) MarkFailed(d);
+      return;
+    }
+    if (queue == 0 && threadIdx.x == 0) {
+      if (d.need_out != nullptr) *reinterpret_cast<volatile uint32_t*>(d.need_out) = need;  // the host grows C
+      // Overflowed: nothing ran and no row moved; the launch gives its invocation back (the next launch of
+      // this direction takes the same number) and marks the heap, which runs the passes enqueued behind it.
+      const bool overflowed = need > d.cfg.recv_rows_per_src;
+      if (overflowed) *d.epoch = d.program.invocation - 1;
+      *d.OverflowWord() = overflowed ? 1u : 0u;
+    }
+    if (need > d.cfg.recv_rows_per_src) return;
+  }
+  if (d.planned && d.plan_need > d.cfg.recv_rows_per_src) {
     RefusePlan<T>(d, queue);
     return;
   }

@@ -102,14 +102,19 @@ class MoeConfig:
 
     @property
     def max_rows_per_pair(self) -> int:
-        """Most rows one source can send one rank: every token picks min(k, E_local) experts there; with
-        expert_aligned, the pads too: each expert that gets rows rounds them up to tile_m (at most E_local
-        experts, each at most T rows)."""
-        rows = self.tokens * min(self.topk, self.experts_per_rank)
+        """Most rows one source can send one rank (rows_per_pair of all its tokens)."""
+        return self.rows_per_pair(self.tokens)
+
+    def rows_per_pair(self, tokens: int, distinct: bool = True) -> int:
+        """Most rows `tokens` tokens of one source can send one rank: every token picks min(k, E_local)
+        experts there (k rows if a token's ids may repeat: `distinct=False`); with expert_aligned, the pads
+        too: each expert that gets rows rounds them up to tile_m (at most E_local experts, each at most
+        `tokens` rows when ids are distinct)."""
+        rows = tokens * (min(self.topk, self.experts_per_rank) if distinct else self.topk)
         if not self.expert_aligned:
             return rows
-        return min(rows + min(self.experts_per_rank, rows) * (self.tile_m - 1),
-                   self.experts_per_rank * round_up(self.tokens, self.tile_m))
+        padded = rows + min(self.experts_per_rank, rows) * (self.tile_m - 1)
+        return min(padded, self.experts_per_rank * round_up(tokens, self.tile_m)) if distinct else padded
 
     def ssc_fields(self) -> dict[str, int]:
         """The values stored in the SSC's config record, in header field order."""

@@ -326,25 +326,29 @@ def _torchrun_check(ep: int, env: dict | None = None) -> None:
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert f"ep={ep} second step bitwise identical: True" in res.stdout
     assert f"ep={ep} bucket grew for the hot routing: True" in res.stdout
+    assert f"ep={ep} step 3 y, dx, dtopk bitwise step 5's: True" in res.stdout
 
 
+@pytest.mark.parametrize("speculative", ["1", "0"])
 @pytest.mark.parametrize("ep", [2, 4])
-def test_moeffn_over_torchrun_ep_group(ep):
+def test_moeffn_over_torchrun_ep_group(ep, speculative):
     if gpu_count() < ep:
         pytest.skip(f"needs {ep} GPUs (one process per GPU), found {gpu_count()}")
-    _torchrun_check(ep)
+    _torchrun_check(ep, {"HPMOE_SPECULATIVE": speculative})
 
 
+@pytest.mark.parametrize("speculative", ["1", "0"])
 @pytest.mark.parametrize("ep", [2, 4])
-def test_moeffn_over_torchrun_ranks_sharing_one_gpu(ep):
-    """The EP > 1 path of the op (IPC-mapped heaps, the bucket agreed per forward and grown for a routing
-    that outgrows it) on one GPU: ranks as processes on GPU 0, their kernels concurrent through CUDA MPS
-    (HPMOE_TEST_MPS=1 says the MPS daemon runs; nothing here starts it)."""
+def test_moeffn_over_torchrun_ranks_sharing_one_gpu(ep, speculative):
+    """The EP > 1 path of the op (IPC-mapped heaps; the speculative bucket, a routing that outgrows it run as
+    passes and the bucket grown later; or the bucket agreed before each forward) on one GPU: ranks as
+    processes on GPU 0, their kernels concurrent through CUDA MPS (HPMOE_TEST_MPS=1 says the MPS daemon runs;
+    nothing here starts it)."""
     import os
     if gpu_count() == 0 or os.environ.get("HPMOE_TEST_MPS") != "1":
         pytest.skip("needs a GPU with the CUDA MPS daemon running (set HPMOE_TEST_MPS=1): two processes' "
                     "persistent kernels are not co-resident without it")
-    _torchrun_check(ep, {"HPMOE_SHARED_GPU": "1"})
+    _torchrun_check(ep, {"HPMOE_SHARED_GPU": "1", "HPMOE_SPECULATIVE": speculative})
 
 
 @needs_gpu

@@ -18,7 +18,7 @@ from ..runtime.routing import check_routing
 from ..runtime.twin import OUTPUTS, WEIGHT_SLOTS, MoeInputs
 from ..weight_layout import standard, stored
 from ..ssc_format import Slot
-from .native import ERR_LEN, CudaFailure, CudaOptions, lib
+from .native import ERR_LEN, RUN_IF, CudaFailure, CudaOptions, CudaPass, lib
 
 DIRECTIONS = {"fwd": 0, "bwd": 1}
 FAULTS = {"none": 0, "drop-put": 1}
@@ -167,21 +167,34 @@ class CudaGroup:
 
     def launch(self, rank: int, direction: str, stream: int, bound: dict[Slot, int] | None = None, *,
                dw_half: bool = False, dw_accumulate: bool = False, plan: bool = False, timeout_s: float = 30.0,
-               timed: bool = False) -> None:
+               timed: bool = False, run_if: str = "always", tokens: tuple[int, int] | None = None,
+               need_out: int = 0) -> None:
         """Enqueues one launch on `stream` (a cudaStream_t as an int, e.g. torch's current stream) and returns
         without waiting. `bound`: slots used in place at these device addresses (inputs, outputs, weights and
         their gradients; never what peers write). dw_half: bound DW1/DW2 hold the model dtype (else fp32);
         dw_accumulate: the weight gradient is added to what they hold (a framework's gradient buffer). plan:
         build the routing plan from TOPK_IDS on the device. timed: CUDA events around the persistent kernel,
-        read by kernel_ms."""
+        read by kernel_ms. The speculative bucket at ep > 1 (docs/cuda.md, "Routing beyond the bucket"):
+        run_if "speculate" (a planned forward: the ranks agree on the rows the routing needs and, if the bucket
+        is too small, every rank stops before any row moves and marks this generation overflowed; the agreed
+        need goes to the mapped host word at `need_out`), "no_overflow" / "overflow" (runs only if this
+        generation's last speculative forward fitted / overflowed; otherwise does nothing, on the device);
+        tokens: (begin, end), the launch routes and reduces only these tokens (a pass)."""
+        if run_if not in RUN_IF:
+            raise ValueError(f"run_if must be one of {sorted(RUN_IF)}, got {run_if!r}")
+        begin, end = tokens if tokens is not None else (0, self.cfg.tokens)
+        if not 0 <= begin <= end <= self.cfg.tokens:
+            raise ValueError(f"tokens=({begin}, {end}) is not a range inside [0, {self.cfg.tokens}]")
+        pass_ = CudaPass(run_if=RUN_IF[run_if], token_begin=begin, token_end=end, need_out=need_out)
         table = (ctypes.c_uint64 * len(Slot))()
         for slot, address in (bound or {}).items():
             table[int(slot)] = address
         opts = CudaOptions(timeout_ms=int(timeout_s * 1000))
         err = ctypes.create_string_buffer(ERR_LEN)
         dw_mode = int(dw_half) | int(dw_accumulate) << 1  # kDwModelDtype | kDwAccumulate (device_rank.cuh)
-        self._check(lib().hpmoe_cuda_launch_timed(self.handle, rank, DIRECTIONS[direction], stream, table, dw_mode,
-                                                  int(plan), int(timed), ctypes.byref(opts), err, ERR_LEN), err)
+        self._check(lib().hpmoe_cuda_launch_pass(self.handle, rank, DIRECTIONS[direction], stream, table, dw_mode,
+                                                 int(plan), int(timed), ctypes.byref(pass_), ctypes.byref(opts), err,
+                                                 ERR_LEN), err)
 
     def kernel_ms(self, rank: int, direction: str) -> float:
         """The persistent kernel's ms in this rank's last timed launch of `direction` (waits for it)."""

@@ -24,6 +24,16 @@ class CudaOptions(ctypes.Structure):
                 ("fault_after", ctypes.c_uint32), ("trace", ctypes.c_uint32), ("plan", ctypes.c_uint32)]
 
 
+class CudaPass(ctypes.Structure):
+    """HpmoeCudaPass (c_api.h): when a launch runs and which tokens it takes (the speculative bucket at EP > 1)."""
+    _fields_ = [("run_if", ctypes.c_uint32), ("token_begin", ctypes.c_uint32), ("token_end", ctypes.c_uint32),
+                ("need_out", ctypes.c_uint64)]
+
+
+# CudaPass.run_if (kRun* in device_rank.cuh)
+RUN_IF = {"always": 0, "speculate": 1, "no_overflow": 2, "overflow": 3}
+
+
 def library_path() -> Path:
     return built_library("HPMOE_CUDA_LIB", "op_host/cuda/libhpmoe_cuda.so")
 
@@ -59,6 +69,8 @@ def lib() -> ctypes.CDLL:
                                         ctypes.POINTER(CudaOptions), cp, i32]
         L.hpmoe_cuda_launch_timed.argtypes = [vp, u32, u32, vp, ctypes.POINTER(u64), u32, u32, u32,
                                               ctypes.POINTER(CudaOptions), cp, i32]
+        L.hpmoe_cuda_launch_pass.argtypes = [vp, u32, u32, vp, ctypes.POINTER(u64), u32, u32, u32,
+                                             ctypes.POINTER(CudaPass), ctypes.POINTER(CudaOptions), cp, i32]
         L.hpmoe_cuda_kernel_ms.argtypes = [vp, u32, u32, ctypes.POINTER(ctypes.c_float), cp, i32]
         L.hpmoe_cuda_poll.argtypes = [vp, cp, i32]
         L.hpmoe_cuda_segment_bytes.argtypes = [vp]

@@ -18,10 +18,12 @@ EP group: `group` (a torch.distributed process group; default the whole world wh
 initialised, else a group of one). Each process is one rank on its current GPU (torchrun); heaps are mapped
 through CUDA IPC; `topk_ids` hold global expert ids (expert e lives on rank e // num_local_experts); every
 rank calls forward and backward together with the same number of tokens. At EP 1 the bucket holds every
-possible routing (C = T * k), so nothing is ever synchronised. At EP > 1 each forward agrees on the bucket
-with one all_reduce of the device-computed row counts and reads it on the host (one sync per forward), or,
-with `sync_free=True`, uses the bucket that holds any routing (C = T * min(k, E_local), more heap) and
-synchronises never (docs/cuda.md, "The PyTorch op").
+possible routing (C = T * k), so nothing is ever synchronised. At EP > 1 the bucket is speculative (sized by
+capacity_factor): the ranks agree on each forward's need inside its launch, a forward that does not fit runs
+as passes of fewer tokens (right, slower), and the host grows the bucket some forwards later, never
+synchronising (docs/cuda.md, "Routing beyond the bucket"); `sync_free=True` instead uses the bucket that
+holds any routing (C = T * min(k, E_local), more heap, never passes); `speculative=False` agrees on the
+bucket before each forward with an all_reduce and a host read (one sync per forward).
 
 A launch that fails (a stuck wait, an expert id out of range) marks mapped host memory; the next call raises
 a one-line error (`MoeFfnRuntime.check()` raises it at once, with a sync). A refused routing leaves NaN in y.
@@ -88,7 +90,7 @@ class MoEFFN(torch.nn.Module):
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
                  expert_aligned: bool | None = None, fuse_wgrad_accumulation: bool = False,
-                 first_gmm_pool: bool | None = None):
+                 first_gmm_pool: bool | None = None, speculative: bool | None = None):
         super().__init__()
         # The backward adds the weight gradients to w1/w2's main_grad, else .grad, itself (wgrad.py).
         self.fuse_wgrad_accumulation = fuse_wgrad_accumulation
@@ -97,7 +99,8 @@ class MoEFFN(torch.nn.Module):
                                      num_aiv=num_aiv, wgrad_tile=wgrad_tile, token_tile=token_tile,
                                      sync_free=sync_free, timeout_s=timeout_s, device=device,
                                      wgrad_n_block=wgrad_n_block, fuse_swiglu=fuse_swiglu,
-                                     expert_aligned=expert_aligned, first_gmm_pool=first_gmm_pool)
+                                     expert_aligned=expert_aligned, first_gmm_pool=first_gmm_pool,
+                                     speculative=speculative)
         device = self.runtime.device
         self.w1 = torch.nn.Parameter(torch.randn(num_local_experts, hidden_size, 2 * intermediate_size,
                                                  device=device).mul_(hidden_size ** -0.5).to(dtype))

@@ -2,10 +2,13 @@
 and autograd, CUDA graphs and autocast treat it as any other op:
 
   hpmoe::moe_ffn_fwd(x, topk_ids, topk_weights, w1, w2, runtime, keep) -> (y, token)
-  hpmoe::moe_ffn_bwd(dy, token, topk_weights, w1, w2, runtime) -> (dx, d_topk_weights, dw1, dw2)
+  hpmoe::moe_ffn_bwd(dy, token, topk_weights, w1, w2, runtime, x, topk_ids) -> (dx, d_topk_weights, dw1, dw2)
 
 Each is one persistent-kernel launch on PyTorch's current stream (plus the small bind and routing-plan
 kernels), no host sync, no copies (docs/cuda.md, "The PyTorch op"). `runtime` names a MoeFfnRuntime.
+At EP > 1 with the speculative bucket a call also enqueues the passes that run only if its routing overflowed
+the bucket (docs/cuda.md, "Routing beyond the bucket"); their backward recomputes each pass's forward, so it
+takes x and topk_ids too (None otherwise).
 `token` (a CPU int64 scalar) names the heap generation the forward left its saved state in; the backward
 releases it (under torch.compile a graph dropped without backward keeps its generation). Outside
 torch.compile, `moe_ffn` runs the same implementation through `EagerMoeFfn`, an autograd.Function whose
@@ -55,15 +58,29 @@ def _fwd_impl(x, topk_ids, topk_weights, w1, w2, rt: MoeFfnRuntime, keep: bool):
     transposed, w1c, w2c = _stored_weights(w1, w2)
     lease = rt.lease(T, ids, transposed)
     y = torch.empty_like(x)
-    lease.group.launch(rt.rank, "fwd", _stream(rt),
-                       {Slot.X: x.data_ptr(), Slot.TOPK_IDS: ids.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(),
-                        Slot.W1: w1c.data_ptr(), Slot.W2: w2c.data_ptr(), Slot.Y: y.data_ptr()},
-                       plan=True, timeout_s=rt.timeout_s, timed=rt.time_kernels)
+    bound = {Slot.X: x.data_ptr(), Slot.TOPK_IDS: ids.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(),
+             Slot.W1: w1c.data_ptr(), Slot.W2: w2c.data_ptr(), Slot.Y: y.data_ptr()}
+    if rt.speculative:
+        lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s,
+                           timed=rt.time_kernels, run_if="speculate", need_out=rt.need_slot())
+        _forward_passes(rt, lease, bound)
+        rt.note_forward(lease.key)
+    else:
+        lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s,
+                           timed=rt.time_kernels)
     rt.last_launch["fwd"] = lease.group
     if not keep:
         lease.release()  # the next forward may reuse the heap: it runs after this one on the stream
         return y, None
     return y, lease
+
+
+def _forward_passes(rt: MoeFfnRuntime, lease, bound: dict) -> None:
+    """The passes of an overflowed speculative forward: each routes a token range whose rows fit the bucket
+    whatever the routing, and writes its tokens' rows of Y. Nothing runs unless the forward overflowed."""
+    for tokens in rt.passes(lease.key):
+        lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s,
+                           run_if="overflow", tokens=tokens)
 
 
 @torch.library.custom_op("hpmoe::moe_ffn_fwd", mutates_args=(), device_types="cuda")
@@ -78,9 +95,10 @@ def _(x, topk_ids, topk_weights, w1, w2, runtime, keep):
     return torch.empty_like(x), torch.empty((), dtype=torch.int64, device="cpu")
 
 
-def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTargets | None = None):
+def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTargets | None = None, x=None,
+              topk_ids=None):
     """(dx, d topk_weights, dw1, dw2); with `into`, the kernel adds (or writes) the weight gradients there
-    and dw1/dw2 are None (wgrad.py)."""
+    and dw1/dw2 are None (wgrad.py). x and topk_ids: the forward's, for the passes of a speculative bucket."""
     T = dy.shape[0]
     if T == 0:
         dw = (None, None) if into is not None else (torch.zeros_like(w1), torch.zeros_like(w2))
@@ -100,11 +118,28 @@ def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTar
     else:
         dw1, dw2, model_dtype, accumulate = into.dw1, into.dw2, into.model_dtype, into.accumulate
     dtw = torch.empty((T, rt.topk), dtype=torch.float32, device=dy.device)
-    lease.group.launch(rt.rank, "bwd", _stream(rt),
-                       {Slot.DY: dy.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(),
-                        Slot.W2: w2c.data_ptr(), Slot.DX: dx.data_ptr(), Slot.DW1: dw1.data_ptr(),
-                        Slot.DW2: dw2.data_ptr(), Slot.DTOPK_WEIGHTS: dtw.data_ptr()},
-                       dw_half=model_dtype, dw_accumulate=accumulate, timeout_s=rt.timeout_s, timed=rt.time_kernels)
+    bound = {Slot.DY: dy.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(),
+             Slot.W2: w2c.data_ptr(), Slot.DX: dx.data_ptr(), Slot.DW1: dw1.data_ptr(), Slot.DW2: dw2.data_ptr(),
+             Slot.DTOPK_WEIGHTS: dtw.data_ptr()}
+    lease.group.launch(rt.rank, "bwd", _stream(rt), bound, dw_half=model_dtype, dw_accumulate=accumulate,
+                       timeout_s=rt.timeout_s, timed=rt.time_kernels,
+                       run_if="no_overflow" if rt.speculative else "always")
+    if rt.speculative:
+        if x is None or topk_ids is None:
+            raise RuntimeError("hpmoe moe_ffn: a speculative-bucket backward needs the forward's x and topk_ids")
+        # The passes of an overflowed forward (nothing runs otherwise): each recomputes its tokens' forward into
+        # this generation (what the forward saved is the last pass's) and runs their backward; the first pass
+        # writes the weight gradients as the call asks, the others add theirs. The recomputed Y rows go to dx,
+        # whose rows of those tokens the pass's backward then writes.
+        fwd_bound = {Slot.X: x.contiguous().data_ptr(), Slot.TOPK_IDS: topk_ids.to(torch.int32).contiguous().data_ptr(),
+                     Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(), Slot.W2: w2c.data_ptr(),
+                     Slot.Y: dx.data_ptr()}
+        for i, tokens in enumerate(rt.passes(lease.key)):
+            lease.group.launch(rt.rank, "fwd", _stream(rt), fwd_bound, plan=True, timeout_s=rt.timeout_s,
+                               run_if="overflow", tokens=tokens)
+            lease.group.launch(rt.rank, "bwd", _stream(rt), bound, dw_half=model_dtype,
+                               dw_accumulate=accumulate or i > 0, timeout_s=rt.timeout_s, run_if="overflow",
+                               tokens=tokens)
     rt.last_launch["bwd"] = lease.group
     lease.release()  # the next forward may reuse this heap: it runs after this backward on the stream
     if into is not None:
@@ -116,12 +151,13 @@ def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTar
 
 @torch.library.custom_op("hpmoe::moe_ffn_bwd", mutates_args=(), device_types="cuda")
 def moe_ffn_bwd(dy: torch.Tensor, token: torch.Tensor, topk_weights: torch.Tensor, w1: torch.Tensor,
-                w2: torch.Tensor, runtime: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    return _bwd_impl(dy, _LEASES.get(int(token)), topk_weights, w1, w2, _runtime(runtime))
+                w2: torch.Tensor, runtime: int, x: torch.Tensor | None = None, topk_ids: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    return _bwd_impl(dy, _LEASES.get(int(token)), topk_weights, w1, w2, _runtime(runtime), x=x, topk_ids=topk_ids)
 
 
 @moe_ffn_bwd.register_fake
-def _(dy, token, topk_weights, w1, w2, runtime):
+def _(dy, token, topk_weights, w1, w2, runtime, x=None, topk_ids=None):
     transposed, w1c, w2c = _stored_weights(w1, w2)
     dw1, dw2 = torch.empty_like(w1c, memory_format=torch.contiguous_format), torch.empty_like(
         w2c, memory_format=torch.contiguous_format)
@@ -133,12 +169,13 @@ def _(dy, token, topk_weights, w1, w2, runtime):
 def _setup_context(ctx, inputs, output):
     x, topk_ids, topk_weights, w1, w2, runtime, keep = inputs
     ctx.runtime = runtime
-    ctx.save_for_backward(output[1], topk_weights, w1, w2)
+    passes = _runtime(runtime).speculative  # the passes' backward recomputes from x and topk_ids
+    ctx.save_for_backward(output[1], topk_weights, w1, w2, x if passes else None, topk_ids if passes else None)
 
 
 def _backward(ctx, dy, _dtoken):
-    token, topk_weights, w1, w2 = ctx.saved_tensors
-    dx, dtw, dw1, dw2 = moe_ffn_bwd(dy, token, topk_weights, w1, w2, ctx.runtime)
+    token, topk_weights, w1, w2, x, topk_ids = ctx.saved_tensors
+    dx, dtw, dw1, dw2 = moe_ffn_bwd(dy, token, topk_weights, w1, w2, ctx.runtime, x, topk_ids)
     return dx, None, dtw, dw1, dw2, None, None
 
 
@@ -157,14 +194,15 @@ class EagerMoeFfn(torch.autograd.Function):
         ctx.rt, ctx.hold = rt, LeaseHold(lease)
         # Fused accumulation (wgrad.py) where the weights need gradients; their parameters, checked by moe_ffn.
         ctx.wgrad_into = wgrad_into if wgrad_into is not None and all(ctx.needs_input_grad[2:4]) else None
-        ctx.save_for_backward(topk_weights, w1, w2)
+        passes = rt.speculative  # the passes' backward recomputes from x and topk_ids
+        ctx.save_for_backward(topk_weights, w1, w2, x if passes else None, topk_ids if passes else None)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        topk_weights, w1, w2 = ctx.saved_tensors
+        topk_weights, w1, w2, x, topk_ids = ctx.saved_tensors
         into = resolve(ctx.wgrad_into, ctx.rt.dtype) if ctx.wgrad_into is not None else None
-        dx, dtw, dw1, dw2 = _bwd_impl(dy, ctx.hold.lease, topk_weights, w1, w2, ctx.rt, into)
+        dx, dtw, dw1, dw2 = _bwd_impl(dy, ctx.hold.lease, topk_weights, w1, w2, ctx.rt, into, x, topk_ids)
         if into is not None:
             dw1, dw2 = autograd_grads(ctx.wgrad_into, (w1, w2))
         return dx, dtw, dw1, dw2, None, None, None

@@ -23,6 +23,7 @@ DTYPES = {torch.bfloat16: "bf16", torch.float16: "fp16"}
 _RUNTIMES: "weakref.WeakValueDictionary[int, MoeFfnRuntime]" = weakref.WeakValueDictionary()
 _LEASES: dict[int, "_Lease"] = {}  # held by forwards whose backward is still to come (custom-op token -> lease)
 _ids = itertools.count(1)
+_NEED_RING = 256  # speculative forwards whose agreed need the host has not read yet, at most (> overflow_lag)
 # What a call binds to PyTorch's tensors (ops.py): no bytes for them in the heaps.
 EXTERNAL_SLOTS = (Slot.X, Slot.TOPK_IDS, Slot.TOPK_WEIGHTS, Slot.W1, Slot.W2, Slot.Y, Slot.DY, Slot.DX, Slot.DW1,
                   Slot.DW2, Slot.DTOPK_WEIGHTS)
@@ -31,8 +32,8 @@ EXTERNAL_SLOTS = (Slot.X, Slot.TOPK_IDS, Slot.TOPK_WEIGHTS, Slot.W1, Slot.W2, Sl
 class _Lease:
     """One heap generation lent to one forward until its backward ran (or its autograd graph was dropped)."""
 
-    def __init__(self, pool: list, group: CudaGroup):
-        self.pool, self.group, self.id = pool, group, next(_ids)
+    def __init__(self, pool: list, group: CudaGroup, key: tuple):
+        self.pool, self.group, self.key, self.id = pool, group, key, next(_ids)
 
     def keep(self) -> int:
         """Registers the lease under a token id that the backward op finds it by."""
@@ -67,7 +68,7 @@ class MoeFfnRuntime:
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
                  expert_aligned: bool | None = None, share_workspace: bool = True,
-                 first_gmm_pool: bool | None = None):
+                 first_gmm_pool: bool | None = None, speculative: bool | None = None):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -99,6 +100,24 @@ class MoeFfnRuntime:
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
+        # EP > 1 otherwise (or `speculative=True`, also at EP 1, where tests drive it on one GPU): the speculative bucket (docs/cuda.md, "Routing beyond the bucket"). Each forward
+        # runs in the bucket its shape has now; the ranks agree on the routing's need inside the launch, and a
+        # forward that does not fit stops before any row moves and runs as passes of fewer tokens that do
+        # (launches enqueued behind it that do nothing otherwise). The host reads each forward's agreed need
+        # `overflow_lag` forwards later (mapped memory; it waits only if the GPU is that far behind) and grows
+        # the bucket then, on every rank at the same call.
+        self.speculative = self.ep > 1 and not sync_free if speculative is None else bool(speculative)
+        if self.speculative and sync_free:
+            raise ValueError("speculative=True and sync_free=True exclude each other: sync_free's bucket holds any routing")
+        self.overflow_lag = int(os.environ.get("HPMOE_OVERFLOW_LAG", "16"))
+        if not 1 <= self.overflow_lag < _NEED_RING:
+            raise ValueError(f"HPMOE_OVERFLOW_LAG={self.overflow_lag}: must be in [1, {_NEED_RING})")
+        self._rows: dict[tuple[int, bool], int] = {}  # (tokens, transposed) -> the bucket C now in use
+        self._forwards = 0                            # speculative forwards so far (the same count on every rank)
+        self._unread: dict[int, tuple] = {}           # forward number -> (event after it, bucket key, C)
+        self._needs = None                            # pinned [_NEED_RING] int32: each forward's agreed need
+        self.overflows_seen = 0   # forwards the host has read as overflowed (they ran as passes)
+        self.overflow_waits = 0   # reads that had to wait for the GPU (0 while it is less than the lag behind)
         # One copy per shape bucket of what no launch keeps (workspace.py): generations hold only what their
         # forward saves and what peers write (DeepSeek-V3 experts, 8192 tokens, EP 1: 2.5 GiB a generation
         # and 3.4 GiB shared, instead of 6.8 GiB a generation). Launches of one runtime run in stream order.
@@ -174,7 +193,7 @@ class MoeFfnRuntime:
         if not self.token_tile:  # one reduction task per worker block (token_split.py)
             cfg = cfg.replace(token_tile=auto_token_tile(tokens, cfg.num_aic + cfg.num_aiv, cfg.tile_m))
         cfg = self._tuned(cfg)
-        if self.ep == 1 or self.sync_free:  # the bucket that holds any routing: nothing to agree on per call
+        if (self.ep == 1 and not self.speculative) or self.sync_free:  # a bucket for any routing: nothing to agree on
             rows_per_src = round_up(cfg.max_rows_per_pair, cfg.tile_m)
         if rows_per_src is not None:
             cfg = cfg.replace(recv_rows_per_src=max(rows_per_src, cfg.tile_m if self.ep > 1 else 0))
@@ -203,6 +222,11 @@ class MoeFfnRuntime:
         agreed by an all_reduce of device-computed counts (one host read per forward), rounded up to tile_m;
         a bucket once made is kept until the routing outgrows it, then the next is at least 1.25x larger."""
         cfg = self.config(tokens, None, transposed)
+        if self.speculative:
+            self._read_needs()
+            # At least one token's rows, so that passes of one token each always fit (expert_aligned pads).
+            least = round_up(cfg.rows_per_pair(1, distinct=False), cfg.tile_m)
+            return self._rows.setdefault((tokens, transposed), max(cfg.recv_rows_per_src, least))
         if self.ep == 1 or self.sync_free:
             return cfg.recv_rows_per_src
         sent = torch.bincount(topk_ids.reshape(-1).long().clamp_(0, self.ep * self.experts - 1),
@@ -223,13 +247,65 @@ class MoeFfnRuntime:
         grown = round_up(int(max(made) * 1.25), cfg.tile_m) if made else 0
         return max(cfg.recv_rows_per_src, rows, grown)
 
+    # ---- the speculative bucket (ep > 1) ------------------------------------------------------------
+    def passes(self, key: tuple) -> list[tuple[int, int]]:
+        """Token ranges [begin, end) of the passes an overflowed forward of bucket `key` runs: as few as let
+        every pass fit C whatever its routing (k rows per token, even if a token's ids repeat), of equal size."""
+        cfg = self.config(*key)
+        tokens, C = key[0], cfg.recv_rows_per_src
+        lo, hi = 0, tokens  # the most tokens whose rows always fit C (rows_per_pair grows with tokens)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if cfg.rows_per_pair(mid, distinct=False) <= C else (lo, mid - 1)
+        if lo < 1:
+            raise HpmoeError(f"bucket C={C} cannot hold the rows of even one token (top-{self.topk}, tile_m "
+                             f"{cfg.tile_m}): raise capacity_factor")
+        n = -(-tokens // lo)
+        size = -(-tokens // n)
+        return [(b, min(tokens, b + size)) for b in range(0, tokens, size)]
+
+    def need_slot(self) -> int:
+        """Numbers this speculative forward and returns the mapped host address its launch writes the agreed
+        need to; call note_forward after enqueuing it."""
+        if self._needs is None:
+            self._needs = torch.zeros(_NEED_RING, dtype=torch.int32, pin_memory=True)
+        self._forwards += 1
+        return self._needs.data_ptr() + 4 * (self._forwards % _NEED_RING)
+
+    def note_forward(self, key: tuple) -> None:
+        if torch.cuda.is_current_stream_capturing():  # a graph replays its launches without this host code
+            return
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self.device))
+        self._unread[self._forwards] = (event, key[:1] + key[2:], key[1])
+
+    def _read_needs(self) -> None:
+        """Reads the agreed need of the forward `overflow_lag` forwards back (waiting for it only if the GPU is
+        that far behind) and grows its shape's bucket if it overflowed: at least 1.25x, as the reference
+        heap manager grows. Every rank reads the same forward at the same call, so they grow together."""
+        if torch.cuda.is_current_stream_capturing():
+            return
+        for n in [n for n in self._unread if n <= self._forwards - self.overflow_lag + 1]:
+            event, (tokens, transposed), C = self._unread.pop(n)
+            if not event.query():
+                self.overflow_waits += 1
+                event.synchronize()
+            need = int(self._needs[n % _NEED_RING])
+            self.overflows_seen += need > C
+            now = self._rows.get((tokens, transposed), C)
+            if need > now:  # not yet grown past it by an earlier forward's read
+                cfg = self.config(tokens, None, transposed)
+                most = round_up(cfg.max_rows_per_pair, cfg.tile_m)  # the bucket that holds any routing
+                self._rows[(tokens, transposed)] = max(round_up(need, cfg.tile_m),
+                                                       min(most, round_up(int(now * 1.25), cfg.tile_m)))
+
     def lease(self, tokens: int, topk_ids: torch.Tensor, transposed: bool = False) -> _Lease:
         key = (tokens, self._bucket(tokens, topk_ids, transposed), transposed)
         free = self._free.setdefault(key, [])
         if not free:
             free.append(self._new_group(self.config(*key), self._placed(key)))
             self._all.setdefault(key, []).append(free[-1])
-        return _Lease(free, free.pop())
+        return _Lease(free, free.pop(), key)
 
     def _placed(self, key: tuple) -> dict:
         """Device addresses of the workspace slots that the generations of bucket `key` share."""

@@ -1,0 +1,132 @@
+"""The speculative bucket (docs/cuda.md, "Routing beyond the bucket") on one GPU: MoEFFN(speculative=True) at
+EP 1 with a bucket smaller than the routing needs runs the same launches an EP > 1 rank runs (the need agreed
+inside the launch, the stand-down before any row moves, the passes, the backward's recomputed passes, the
+host growing the bucket `overflow_lag` forwards later). Checked against float64 and bitwise against the
+bucket that holds the routing: y, dx and d topk_weights of a pass are the rows one launch computes (each
+output row's sums are the same), dW1/dW2 sum the passes' partial gradients (another order: float64 only).
+EP 2 under MPS: tests/cuda/moeffn_torchrun_check.py.
+
+Tolerances: hpmoe.runtime.tolerances (10 unit roundoffs of the dtype); the passes' weight gradients add one
+rounding per pass to the parameter dtype, within that budget at the pass counts here (2-3)."""
+from __future__ import annotations
+
+import pytest
+
+from hpmoe.cuda.native import gpu_count, gpu_unavailable_reason
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (optional dependency)")
+needs_gpu = pytest.mark.skipif(gpu_count() == 0 or not torch.cuda.is_available(),
+                               reason=gpu_unavailable_reason() or "torch sees no GPU")
+
+from test_torch_moeffn import check_against_float64, f64, routing  # noqa: E402
+
+T, H, INTER, E, K = 512, 256, 128, 4, 2
+
+
+def make(capacity_factor=None, speculative=True, seed=0, expert_aligned=None):
+    from hpmoe.torch import MoEFFN
+    m = MoEFFN(H, INTER, E, K, num_aic=8, num_aiv=4, capacity_factor=capacity_factor, speculative=speculative,
+               expert_aligned=expert_aligned)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        m.w1.copy_(torch.randn_like(m.w1, dtype=torch.float32).mul_(H ** -0.5))
+        m.w2.copy_(torch.randn_like(m.w2, dtype=torch.float32).mul_(INTER ** -0.5))
+    return m
+
+
+def step(m, x0, ids, w0, dy) -> dict:
+    x, w = x0.clone().requires_grad_(), w0.clone().requires_grad_()
+    m.w1.grad = m.w2.grad = None
+    y = m(x, ids, w)
+    y.backward(dy)
+    return {"y": y.detach(), "dx": x.grad, "dw1": m.w1.grad.clone(), "dw2": m.w2.grad.clone(), "dtopk_weights": w.grad}
+
+
+def inputs(seed=3):
+    ids, w = routing(T, E, K, seed)
+    torch.manual_seed(seed)
+    return torch.randn(T, H, device="cuda").bfloat16(), ids, w, torch.randn(T, H, device="cuda").bfloat16()
+
+
+@needs_gpu
+@pytest.mark.parametrize("aligned", [False, True])
+def test_overflowed_forward_runs_as_passes_then_the_bucket_grows(monkeypatch, aligned):
+    """expert_aligned: each pass's plan pads its experts' rows to whole row tiles, within its range."""
+    monkeypatch.setenv("HPMOE_OVERFLOW_LAG", "2")
+    x, ids, w, dy = inputs()
+    m = make(capacity_factor=0.3, expert_aligned=aligned)  # C about 0.3 T k rows: every EP 1 forward needs T k
+    rt = m.runtime
+    key = (T, rt._bucket(T, ids, False), False)
+    passes = rt.passes(key)
+    assert len(passes) >= 2 and passes[0][0] == 0 and passes[-1][1] == T, passes
+    exact = make(speculative=False, expert_aligned=aligned)  # EP 1's own bucket (C = T k): one launch a direction
+    want = step(exact, x, ids, w, dy)
+    got = [step(m, x, ids, w, dy) for _ in range(4)]
+    torch.cuda.synchronize()
+    rt.check()
+    # Forwards 1 and 2 overflowed and ran as passes; forward 3 read forward 1's need and grew the bucket, so
+    # forwards 3 and 4 ran in one launch each, in a second bucket.
+    assert rt.overflows_seen == 2 and len(rt._all) == 2, (rt.overflows_seen, list(rt._all))
+    for i, g in enumerate(got):
+        check_against_float64(x, m.w1, m.w2, ids, w, dy, {n: f64(v) for n, v in g.items()}, torch.bfloat16)
+        for name in ("y", "dx", "dtopk_weights"):
+            assert torch.equal(g[name], want[name]), f"step {i + 1}: {name} differs from one launch's"
+    for name in ("dw1", "dw2"):  # one launch's sums, as the grown bucket runs them; the passes' differ in order
+        assert torch.equal(got[3][name], want[name]), name
+        assert torch.equal(got[0][name], got[1][name]), f"{name}: the passes are not bitwise repeatable"
+
+
+@needs_gpu
+def test_forward_that_fits_runs_once_and_its_passes_do_nothing():
+    """capacity_factor 1: every EP 1 routing fits; the passes enqueued behind each launch return at once
+    (outputs bitwise one launch's, weight gradients included), and no call waits for the GPU."""
+    x, ids, w, dy = inputs(4)
+    m, exact = make(capacity_factor=1.0), make(speculative=False)
+    want = step(exact, x, ids, w, dy)
+    for _ in range(3):
+        got = step(m, x, ids, w, dy)
+    for name in want:
+        assert torch.equal(got[name], want[name]), name
+    torch.cuda.synchronize()
+    m.w1.grad = m.w2.grad = None  # as step() leaves them (a first `grad +=` would load its kernel: a sync)
+    torch.cuda._sleep(int(2e9))  # about a second of GPU time queued ahead of the step
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        y = m(x, ids, w)
+        y.backward(dy)
+        busy = not torch.cuda.current_stream().query()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert busy, "the step waited for the GPU: a host synchronisation happened"
+    torch.cuda.synchronize()
+    m.runtime.check()
+    assert m.runtime.overflows_seen == 0 and m.runtime.overflow_waits == 0 and len(m.runtime._all) == 1
+
+
+@needs_gpu
+def test_overflow_under_a_captured_cuda_graph_replays_bitwise():
+    """The passes are launches the device switches on, so a captured forward+backward whose routing overflows
+    replays right: bitwise equal to eager (the host reads no need while capturing)."""
+    x, ids, w, dy = inputs(5)
+    m = make(capacity_factor=0.3)
+    eager = step(m, x, ids, w, dy)
+    xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            m.w1.grad = m.w2.grad = xs.grad = ws.grad = None
+            m(xs, ids, ws).backward(dy)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    m.w1.grad = m.w2.grad = xs.grad = ws.grad = None
+    with torch.cuda.graph(graph):
+        y = m(xs, ids, ws)
+        y.backward(dy)
+    for _ in range(2):
+        graph.replay()
+    torch.cuda.synchronize()
+    m.runtime.check()
+    got = {"y": y, "dx": xs.grad, "dw1": m.w1.grad, "dw2": m.w2.grad, "dtopk_weights": ws.grad}
+    for name in eager:
+        assert torch.equal(got[name], eager[name]), name
