@@ -14,6 +14,7 @@ from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
 from ..gmm_split import default_expert_aligned, default_first_gmm_pool, too_few_row_tiles
+from ..speculative_bucket import grown_rows, least_rows, pass_ranges
 from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
 from ..wgrad_split import default_wgrad_n_block
@@ -110,8 +111,8 @@ class MoeFfnRuntime:
         if self.speculative and sync_free:
             raise ValueError("speculative=True and sync_free=True exclude each other: sync_free's bucket holds any routing")
         self.overflow_lag = int(os.environ.get("HPMOE_OVERFLOW_LAG", "16"))
-        if not 1 <= self.overflow_lag < _NEED_RING:
-            raise ValueError(f"HPMOE_OVERFLOW_LAG={self.overflow_lag}: must be in [1, {_NEED_RING})")
+        if not 1 <= self.overflow_lag < _NEED_RING - 1:
+            raise ValueError(f"HPMOE_OVERFLOW_LAG={self.overflow_lag}: must be in [1, {_NEED_RING - 1})")
         self._rows: dict[tuple[int, bool], int] = {}  # (tokens, transposed) -> the bucket C now in use
         self._forwards = 0                            # speculative forwards so far (the same count on every rank)
         self._unread: dict[int, tuple] = {}           # forward number -> (event after it, bucket key, C)
@@ -225,8 +226,7 @@ class MoeFfnRuntime:
         if self.speculative:
             self._read_needs()
             # At least one token's rows, so that passes of one token each always fit (expert_aligned pads).
-            least = round_up(cfg.rows_per_pair(1, distinct=False), cfg.tile_m)
-            return self._rows.setdefault((tokens, transposed), max(cfg.recv_rows_per_src, least))
+            return self._rows.setdefault((tokens, transposed), max(cfg.recv_rows_per_src, least_rows(cfg)))
         if self.ep == 1 or self.sync_free:
             return cfg.recv_rows_per_src
         sent = torch.bincount(topk_ids.reshape(-1).long().clamp_(0, self.ep * self.experts - 1),
@@ -249,28 +249,23 @@ class MoeFfnRuntime:
 
     # ---- the speculative bucket (ep > 1) ------------------------------------------------------------
     def passes(self, key: tuple) -> list[tuple[int, int]]:
-        """Token ranges [begin, end) of the passes an overflowed forward of bucket `key` runs: as few as let
-        every pass fit C whatever its routing (k rows per token, even if a token's ids repeat), of equal size."""
-        cfg = self.config(*key)
-        tokens, C = key[0], cfg.recv_rows_per_src
-        lo, hi = 0, tokens  # the most tokens whose rows always fit C (rows_per_pair grows with tokens)
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if cfg.rows_per_pair(mid, distinct=False) <= C else (lo, mid - 1)
-        if lo < 1:
-            raise HpmoeError(f"bucket C={C} cannot hold the rows of even one token (top-{self.topk}, tile_m "
-                             f"{cfg.tile_m}): raise capacity_factor")
-        n = -(-tokens // lo)
-        size = -(-tokens // n)
-        return [(b, min(tokens, b + size)) for b in range(0, tokens, size)]
+        """Token ranges [begin, end) of the passes an overflowed forward of bucket `key` runs."""
+        return pass_ranges(self.config(*key), key[1])
 
     def need_slot(self) -> int:
         """Numbers this speculative forward and returns the mapped host address its launch writes the agreed
-        need to; call note_forward after enqueuing it."""
+        need to; call note_forward after enqueuing it. A forward captured into a CUDA graph writes word 0,
+        which no eager forward's read uses (its replays write it again)."""
         if self._needs is None:
             self._needs = torch.zeros(_NEED_RING, dtype=torch.int32, pin_memory=True)
+        if torch.cuda.is_current_stream_capturing():
+            return self._needs.data_ptr()
         self._forwards += 1
-        return self._needs.data_ptr() + 4 * (self._forwards % _NEED_RING)
+        return self._needs.data_ptr() + 4 * self._need_word(self._forwards)
+
+    @staticmethod
+    def _need_word(forward: int) -> int:
+        return 1 + forward % (_NEED_RING - 1)
 
     def note_forward(self, key: tuple) -> None:
         if torch.cuda.is_current_stream_capturing():  # a graph replays its launches without this host code
@@ -290,14 +285,10 @@ class MoeFfnRuntime:
             if not event.query():
                 self.overflow_waits += 1
                 event.synchronize()
-            need = int(self._needs[n % _NEED_RING])
+            need = int(self._needs[self._need_word(n)])
             self.overflows_seen += need > C
-            now = self._rows.get((tokens, transposed), C)
-            if need > now:  # not yet grown past it by an earlier forward's read
-                cfg = self.config(tokens, None, transposed)
-                most = round_up(cfg.max_rows_per_pair, cfg.tile_m)  # the bucket that holds any routing
-                self._rows[(tokens, transposed)] = max(round_up(need, cfg.tile_m),
-                                                       min(most, round_up(int(now * 1.25), cfg.tile_m)))
+            now = self._rows.get((tokens, transposed), C)  # an earlier read may have grown it past `need`
+            self._rows[(tokens, transposed)] = grown_rows(self.config(tokens, None, transposed), now, need)
 
     def lease(self, tokens: int, topk_ids: torch.Tensor, transposed: bool = False) -> _Lease:
         key = (tokens, self._bucket(tokens, topk_ids, transposed), transposed)
