@@ -156,17 +156,23 @@ def test_steady_state_step_does_not_synchronise():
     dy = torch.randn(T, h, device="cuda").bfloat16()
     for _ in range(2):
         step(m, x, ids, w, dy)
+    assert_step_does_not_wait_for_the_gpu(lambda: step(m, x, ids, w, dy))
+    m.runtime.check()
+
+
+def assert_step_does_not_wait_for_the_gpu(run) -> None:
+    """`run()` (a warmed-up step) returns while the GPU still runs about a second of work queued before it,
+    and PyTorch's sync debug mode sees no synchronising call in it."""
     torch.cuda.synchronize()
     torch.cuda._sleep(int(2e9))  # about a second of GPU time queued ahead of the step
     torch.cuda.set_sync_debug_mode("error")
     try:
-        step(m, x, ids, w, dy)
+        run()
         busy = not torch.cuda.current_stream().query()
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert busy, "the step waited for the GPU: a host synchronisation happened"
     torch.cuda.synchronize()
-    m.runtime.check()
 
 
 @needs_gpu
@@ -174,10 +180,15 @@ def test_cuda_graph_of_forward_and_backward_replays_bitwise_equal_to_eager():
     from hpmoe.torch import MoEFFN
     T, h, inter, E, k = 384, 128, 64, 4, 2
     m = MoEFFN(h, inter, E, k, num_aic=8, num_aiv=4)
-    x = torch.randn(T, h, device="cuda").bfloat16().requires_grad_()
     ids, w = routing(T, E, k, 3)
-    w.requires_grad_()
-    dy = torch.randn(T, h, device="cuda").bfloat16()
+    assert_graph_replay_matches_eager(m, torch.randn(T, h, device="cuda").bfloat16(), ids, w,
+                                      torch.randn(T, h, device="cuda").bfloat16())
+
+
+def assert_graph_replay_matches_eager(m, x0, ids, w0, dy) -> None:
+    """A forward+backward of `m` captured in a CUDA graph (after two eager steps on a side stream, as
+    capture needs) replays three times with y and every gradient bitwise the eager step's."""
+    x, w = x0.clone().requires_grad_(), w0.detach().clone().requires_grad_()
 
     def run():
         for t in (x, w, m.w1, m.w2):
@@ -355,14 +366,18 @@ def test_moeffn_over_torchrun_ranks_sharing_one_gpu(ep, speculative):
 def test_torch_compile_fullgraph_and_checkpointing_match_eager_bitwise():
     """The custom ops trace with no graph break (fullgraph=True refuses any); activation checkpointing
     recomputes the forward in backward. Both give eager's bits."""
-    from torch.utils.checkpoint import checkpoint
-
     from hpmoe.torch import MoEFFN
     T, h, inter, E, k = 256, 128, 64, 4, 2
     m = MoEFFN(h, inter, E, k, num_aic=8, num_aiv=4)
-    x0 = torch.randn(T, h, device="cuda").bfloat16()
     ids, w = routing(T, E, k, 10)
-    dy = torch.randn(T, h, device="cuda").bfloat16()
+    assert_compiled_and_checkpointed_match_eager(m, torch.randn(T, h, device="cuda").bfloat16(), ids, w,
+                                                 torch.randn(T, h, device="cuda").bfloat16())
+
+
+def assert_compiled_and_checkpointed_match_eager(m, x0, ids, w, dy) -> None:
+    """y, dx, dW1 and dW2 of one step of `m` traced by torch.compile(fullgraph=True) and under activation
+    checkpointing, each bitwise the eager step's."""
+    from torch.utils.checkpoint import checkpoint
 
     def grads(fn):
         x = x0.clone().requires_grad_()
@@ -379,7 +394,6 @@ def test_torch_compile_fullgraph_and_checkpointing_match_eager_bitwise():
                           grads(lambda x: checkpoint(lambda t: m(t, ids, w), x, use_reentrant=False))):
         assert torch.equal(a, b), f"checkpoint: {name} differs from eager"
     m.runtime.check()
-
 
 @needs_gpu
 def test_heaps_leave_out_what_calls_bind():

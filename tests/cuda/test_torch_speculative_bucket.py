@@ -18,7 +18,9 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (optional 
 needs_gpu = pytest.mark.skipif(gpu_count() == 0 or not torch.cuda.is_available(),
                                reason=gpu_unavailable_reason() or "torch sees no GPU")
 
-from test_torch_moeffn import check_against_float64, f64, routing  # noqa: E402
+from test_torch_moeffn import (assert_compiled_and_checkpointed_match_eager,  # noqa: E402
+                               assert_graph_replay_matches_eager, assert_step_does_not_wait_for_the_gpu,
+                               check_against_float64, f64, routing)
 
 T, H, INTER, E, K = 512, 256, 128, 4, 2
 
@@ -87,18 +89,9 @@ def test_forward_that_fits_runs_once_and_its_passes_do_nothing():
         got = step(m, x, ids, w, dy)
     for name in want:
         assert torch.equal(got[name], want[name]), name
-    torch.cuda.synchronize()
-    m.w1.grad = m.w2.grad = None  # as step() leaves them (a first `grad +=` would load its kernel: a sync)
-    torch.cuda._sleep(int(2e9))  # about a second of GPU time queued ahead of the step
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        y = m(x, ids, w)
-        y.backward(dy)
-        busy = not torch.cuda.current_stream().query()
-    finally:
-        torch.cuda.set_sync_debug_mode("default")
-    assert busy, "the step waited for the GPU: a host synchronisation happened"
-    torch.cuda.synchronize()
+    # step() sets the weights' grads to None first, as every warm-up step did (a first `grad +=` in the process
+    # would load its kernel: a sync).
+    assert_step_does_not_wait_for_the_gpu(lambda: step(m, x, ids, w, dy))
     m.runtime.check()
     assert m.runtime.overflows_seen == 0 and m.runtime.overflow_waits == 0 and len(m.runtime._all) == 1
 
@@ -109,50 +102,15 @@ def test_overflow_under_a_captured_cuda_graph_replays_bitwise():
     replays right: bitwise equal to eager (the host reads no need while capturing)."""
     x, ids, w, dy = inputs(5)
     m = make(capacity_factor=0.3)
-    eager = step(m, x, ids, w, dy)
-    xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            m.w1.grad = m.w2.grad = xs.grad = ws.grad = None
-            m(xs, ids, ws).backward(dy)
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    m.w1.grad = m.w2.grad = xs.grad = ws.grad = None
-    with torch.cuda.graph(graph):
-        y = m(xs, ids, ws)
-        y.backward(dy)
-    for _ in range(2):
-        graph.replay()
-    torch.cuda.synchronize()
-    m.runtime.check()
-    got = {"y": y, "dx": xs.grad, "dw1": m.w1.grad, "dw2": m.w2.grad, "dtopk_weights": ws.grad}
-    for name in eager:
-        assert torch.equal(got[name], eager[name]), name
+    assert_graph_replay_matches_eager(m, x, ids, w, dy)
+    assert len(m.runtime._all) == 1  # every forward overflowed the one bucket (the lag is 16 forwards)
 
 
 @needs_gpu
 def test_overflow_under_torch_compile_and_checkpointing_matches_eager_bitwise():
     """The custom ops' backward (hpmoe::moe_ffn_bwd) takes the forward's x and topk_ids for the passes; traced
     with fullgraph=True and under activation checkpointing, an overflowing step gives eager's bits."""
-    from torch.utils.checkpoint import checkpoint
     x0, ids, w, dy = inputs(6)
     m = make(capacity_factor=0.3)
-
-    def grads(fn):
-        x = x0.clone().requires_grad_()
-        m.w1.grad = m.w2.grad = None
-        y = fn(x)
-        y.backward(dy)
-        return [y.detach(), x.grad, m.w1.grad, m.w2.grad]
-
-    eager = grads(lambda x: m(x, ids, w))
-    compiled = torch.compile(lambda x: m(x, ids, w), fullgraph=True)
-    for name, a, b in zip(("y", "dx", "dw1", "dw2"), eager, grads(compiled)):
-        assert torch.equal(a, b), f"torch.compile: {name} differs from eager"
-    for name, a, b in zip(("y", "dx", "dw1", "dw2"), eager,
-                          grads(lambda x: checkpoint(lambda t: m(t, ids, w), x, use_reentrant=False))):
-        assert torch.equal(a, b), f"checkpoint: {name} differs from eager"
-    m.runtime.check()
+    assert_compiled_and_checkpointed_match_eager(m, x0, ids, w, dy)
     assert len(m.runtime._all) == 1  # every forward overflowed the one bucket (the lag is 16 forwards)
