@@ -219,7 +219,8 @@ class MoeFfnRuntime:
         return 128 if self.hidden % 128 == 0 and self.inter % 128 == 0 else 0
 
     def _bucket(self, tokens: int, topk_ids: torch.Tensor, transposed: bool) -> int:
-        """C for this call. EP 1 (or sync_free): fixed. EP > 1: the largest rows any rank sends any rank,
+        """C for this call. Speculative: the shape's bucket as grown so far (no read of this call's routing).
+        EP 1 (or sync_free): fixed. speculative=False at EP > 1: the largest rows any rank sends any rank,
         agreed by an all_reduce of device-computed counts (one host read per forward), rounded up to tile_m;
         a bucket once made is kept until the routing outgrows it, then the next is at least 1.25x larger."""
         cfg = self.config(tokens, None, transposed)
