@@ -97,6 +97,26 @@ def test_lost_put_is_reported_not_hung():
 
 
 @needs_gpu
+def test_speculative_forward_whose_peer_never_launches_is_reported_not_hung():
+    """The speculative bucket's agreement (docs/cuda.md, "Routing beyond the bucket") is a bounded wait too:
+    rank 0 launches, rank 1 never does; rank 0 stops at its timeout and the poll names what went wrong."""
+    from hpmoe.cuda.group import CudaGroup
+    cfg, inputs = config(2, "bf16", "balanced")
+    with CudaGroup(cfg, devices(2)) as g:
+        g.load_inputs(inputs)
+        g.launch(0, "fwd", 0, plan=True, run_if="speculate", timeout_s=1.0)
+        deadline = time.perf_counter() + 20
+        while True:
+            try:
+                g.poll()
+            except CudaFailure as e:
+                assert "rank 0: the ranks did not agree on the routing's rows within the timeout" in str(e), str(e)
+                break
+            assert time.perf_counter() < deadline, "rank 0 still waits for rank 1 after 20 s (timeout 1 s)"
+            time.sleep(0.1)
+
+
+@needs_gpu
 def test_refusals_before_launch():
     from hpmoe.cuda.group import CudaGroup
     cfg, _ = config(1, "fp32", "balanced")
