@@ -13,7 +13,8 @@ Default: DeepSeek-V3 expert shapes (h 7168, I 2048, 8 experts, top-8, bf16); --s
 
 Ratio = PyTorch time / hpmoe time (above 1: hpmoe faster). Medians of --repeat timed calls after warm-up.
 Weight gradients accumulate over the timed steps (as over micro-steps) in .grad, or with --grad-buffer main_grad
-in Megatron-style fp32 buffers; --fuse-wgrad-accumulation makes MoEFFN's kernel do the add (hpmoe.torch.wgrad).
+in Megatron-style fp32 buffers, or with --grad-buffer none every step starts with no gradients (the loop of
+optimizer.zero_grad(), whose default sets them to None: autograd keeps each step's gradient, adding nothing); --fuse-wgrad-accumulation makes MoEFFN's kernel do the add (hpmoe.torch.wgrad).
 """
 from __future__ import annotations
 
@@ -155,13 +156,19 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
     def hp_fwd():
         return m(x, ids, tw)
 
+    fresh = args.grad_buffer == "none"
+
     def hp_step():
+        if fresh:  # host work only: the caching allocator takes the old gradients back
+            x.grad = tw.grad = m.w1.grad = m.w2.grad = None
         m(x, ids, tw).backward(dy)
 
     def pt_fwd():
         return moe_ffn_torch(x, w1t, w2t, ids64, tw)
 
     def pt_step():
+        if fresh:
+            x.grad = tw.grad = w1t.grad = w2t.grad = None
         moe_ffn_torch(x, w1t, w2t, ids64, tw).backward(dy)
 
     mcfg = m.runtime.config(tokens)
@@ -171,7 +178,8 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
            + (f" dW-n{mcfg.wgrad_n_block}" if mcfg.wgrad_n_block else "") + (" fused" if mcfg.fuse_swiglu else "")
            + (" aligned" if mcfg.expert_aligned else "") + (" gmm1-pool" if mcfg.first_gmm_pool else "")
            + f" {mcfg.num_aic}+{mcfg.num_aiv}" + (" wgrad-acc" if args.fuse_wgrad_accumulation else "")
-           + (" main_grad" if args.grad_buffer == "main_grad" else "")}
+           + (" main_grad" if args.grad_buffer == "main_grad" else "")
+           + (" fresh-grads" if args.grad_buffer == "none" else "")}
     row["torch_fwd_ms"] = timed(pt_fwd, args.repeat)
     row["hpmoe_fwd_ms"] = timed(hp_fwd, args.repeat)
     # Forward+backward: the two paths alternate call by call (clock and temperature drift hit both alike);
@@ -248,9 +256,10 @@ def main() -> int:
     p.add_argument("--fuse-wgrad-accumulation", action="store_true",
                    help="MoEFFN(fuse_wgrad_accumulation=True): its kernel adds dW to .grad / main_grad (the PyTorch "
                         "path's gradients arrive through autograd's add)")
-    p.add_argument("--grad-buffer", choices=["grad", "main_grad"], default="grad",
+    p.add_argument("--grad-buffer", choices=["grad", "main_grad", "none"], default="grad",
                    help="where both paths accumulate weight gradients: .grad (autograd), or fp32 main_grad "
-                        "(Megatron's buffers: a hook adds .grad to it where the add is not fused)")
+                        "(Megatron's buffers: a hook adds .grad to it where the add is not fused); none: every "
+                        "step starts without gradients (optimizer.zero_grad()'s default), nothing is added")
     p.add_argument("--num-aiv", type=int, default=None,
                    help="vector-queue worker blocks (default: MoEFFN's per-shape choice); the rest run cube queues")
     p.add_argument("--json-out", type=Path)
