@@ -14,7 +14,8 @@ Default: DeepSeek-V3 expert shapes (h 7168, I 2048, 8 experts, top-8, bf16); --s
 Ratio = PyTorch time / hpmoe time (above 1: hpmoe faster). Medians of --repeat timed calls after warm-up.
 Weight gradients accumulate over the timed steps (as over micro-steps) in .grad, or with --grad-buffer main_grad
 in Megatron-style fp32 buffers, or with --grad-buffer none every step starts with no gradients (the loop of
-optimizer.zero_grad(), whose default sets them to None: autograd keeps each step's gradient, adding nothing); --fuse-wgrad-accumulation makes MoEFFN's kernel do the add (hpmoe.torch.wgrad).
+optimizer.zero_grad(), whose default sets them to None: autograd keeps each step's gradient, adding nothing);
+--fuse-wgrad-accumulation makes MoEFFN's kernel do the add (hpmoe.torch.wgrad).
 """
 from __future__ import annotations
 

@@ -131,7 +131,8 @@ def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTar
         # this generation (what the forward saved is the last pass's) and runs their backward; the first pass
         # writes the weight gradients as the call asks, the others add theirs. The recomputed Y rows go to dx,
         # whose rows of those tokens the pass's backward then writes.
-        fwd_bound = {Slot.X: x.contiguous().data_ptr(), Slot.TOPK_IDS: topk_ids.to(torch.int32).contiguous().data_ptr(),
+        ids = topk_ids.to(torch.int32).contiguous()
+        fwd_bound = {Slot.X: x.contiguous().data_ptr(), Slot.TOPK_IDS: ids.data_ptr(),
                      Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(), Slot.W2: w2c.data_ptr(),
                      Slot.Y: dx.data_ptr()}
         for i, tokens in enumerate(rt.passes(lease.key)):

@@ -101,15 +101,16 @@ class MoeFfnRuntime:
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
-        # EP > 1 otherwise (or `speculative=True`, also at EP 1, where tests drive it on one GPU): the speculative bucket (docs/cuda.md, "Routing beyond the bucket"). Each forward
-        # runs in the bucket its shape has now; the ranks agree on the routing's need inside the launch, and a
-        # forward that does not fit stops before any row moves and runs as passes of fewer tokens that do
-        # (launches enqueued behind it that do nothing otherwise). The host reads each forward's agreed need
-        # `overflow_lag` forwards later (mapped memory; it waits only if the GPU is that far behind) and grows
-        # the bucket then, on every rank at the same call.
+        # EP > 1 otherwise (or `speculative=True`, also at EP 1, where tests drive it on one GPU): the speculative
+        # bucket (docs/cuda.md, "Routing beyond the bucket"). Each forward runs in the bucket its shape has now;
+        # the ranks agree on the routing's need inside the launch, and a forward that does not fit stops before
+        # any row moves and runs as passes of fewer tokens that do (launches enqueued behind it that do nothing
+        # otherwise). The host reads each forward's agreed need `overflow_lag` forwards later (mapped memory; it
+        # waits only if the GPU is that far behind) and grows the bucket then, on every rank at the same call.
         self.speculative = self.ep > 1 and not sync_free if speculative is None else bool(speculative)
         if self.speculative and sync_free:
-            raise ValueError("speculative=True and sync_free=True exclude each other: sync_free's bucket holds any routing")
+            raise ValueError("speculative=True and sync_free=True exclude each other: sync_free's bucket holds any "
+                             "routing")
         self.overflow_lag = int(os.environ.get("HPMOE_OVERFLOW_LAG", "16"))
         if not 1 <= self.overflow_lag < _NEED_RING - 1:
             raise ValueError(f"HPMOE_OVERFLOW_LAG={self.overflow_lag}: must be in [1, {_NEED_RING - 1})")
