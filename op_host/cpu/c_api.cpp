@@ -30,16 +30,23 @@ hpmoe::ssc::SscConfig ToConfig(const uint32_t* c) {
 
 extern "C" {
 
-int hpmoe_cpu_plan(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
-                   uint32_t align, const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
-                   int64_t* bad_id) {
+int hpmoe_cpu_plan_range(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
+                         uint32_t align, uint32_t token_begin, uint32_t token_end, const int32_t* ids,
+                         int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need, int64_t* bad_id) {
   std::vector<uint32_t> scratch(size_t(ep) * experts_per_rank);
-  const hpmoe::rt::PlanShape shape{tokens, topk, ep, experts_per_rank, rows_per_src, align};
+  const hpmoe::rt::PlanShape shape{tokens, topk, ep, experts_per_rank, rows_per_src, align, token_begin, token_end};
   const hpmoe::rt::PlanResult r =
       hpmoe::rt::BuildRoutingPlan(shape, ids, send_counts, send_rows, token_rows, scratch.data());
   *need = r.need;
   *bad_id = r.bad_id;
   return 0;
+}
+
+int hpmoe_cpu_plan(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
+                   uint32_t align, const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
+                   int64_t* bad_id) {
+  return hpmoe_cpu_plan_range(tokens, topk, ep, experts_per_rank, rows_per_src, align, 0, tokens, ids, send_counts,
+                              send_rows, token_rows, need, bad_id);
 }
 
 int hpmoe_cpu_layout(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint64_t* slot_offsets,
@@ -129,6 +136,10 @@ void* hpmoe_cpu_rank_open(void* base, uint64_t segment_bytes, const uint32_t* co
 }
 
 void hpmoe_cpu_rank_close(void* rank) { delete static_cast<RankRuntime*>(rank); }
+
+void hpmoe_cpu_rank_set_tokens(void* rank, uint32_t token_begin, uint32_t token_end) {
+  static_cast<RankRuntime*>(rank)->SetTokens(token_begin, token_end);
+}
 
 int hpmoe_cpu_run(void* const* ranks, uint32_t num_ranks, uint32_t direction, uint32_t dispatch, char* err,
                   int errlen) {

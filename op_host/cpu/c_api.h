@@ -21,6 +21,11 @@ typedef struct {
 int hpmoe_cpu_plan(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
                    uint32_t align, const int32_t* ids, int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need,
                    int64_t* bad_id);
+// The same for the tokens [token_begin, token_end) only (a pass of the speculative bucket): the other tokens'
+// entries get no row and token_rows -1.
+int hpmoe_cpu_plan_range(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t experts_per_rank, uint32_t rows_per_src,
+                         uint32_t align, uint32_t token_begin, uint32_t token_end, const int32_t* ids,
+                         int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need, int64_t* bad_id);
 
 // config16: the 16 uint32 of ssc::SscConfig. Fills offsets/bytes of the 26 slots, the two counter offsets,
 // and the size of one rank's segment.
@@ -41,6 +46,9 @@ void* hpmoe_cpu_rank_open(void* base, uint64_t segment_bytes, const uint32_t* co
                           const uint8_t* bwd, uint64_t bwd_len, const HpmoeRankOptions* options, char* err,
                           int errlen);
 void hpmoe_cpu_rank_close(void* rank);
+// The tokens [token_begin, token_end) the rank's next launches reduce (a pass of the speculative bucket, whose
+// plan routed only them: hpmoe_cpu_plan_range); [0, ~0u) by default. The CPU twin's handlers only.
+void hpmoe_cpu_rank_set_tokens(void* rank, uint32_t token_begin, uint32_t token_end);
 // Runs one launch of `direction` on the given ranks of this process together (1 rank: a rank process).
 // dispatch: 0 static (the worker loop), 1 dynamic ready queue (benchmark; all ranks of the group needed).
 int hpmoe_cpu_run(void* const* ranks, uint32_t num_ranks, uint32_t direction, uint32_t dispatch, char* err,

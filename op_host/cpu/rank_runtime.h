@@ -52,6 +52,8 @@ class RankRuntime {
   // The validated SSC image and view (other backends launch from it; ssc::ValidateGroup reads it).
   const LoadedProgram& loaded(uint32_t direction) const { return programs_[direction]; }
   const RankContext& context() const { return ctx_; }
+  // The tokens the next launches reduce (a pass of the speculative bucket; its plan routed only these).
+  void SetTokens(uint32_t begin, uint32_t end) { ctx_.token_begin = begin, ctx_.token_end = end; }
   WorkerScratch& scratch(uint32_t queue) { return scratch_[queue]; }
   CpuSync& sync(uint32_t direction) { return *sync_[direction]; }
   uint32_t rank() const { return ctx_.rank; }

@@ -1,5 +1,6 @@
 #include "handlers_compute.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -61,6 +62,12 @@ const float* ExpertWeightF32(const RankContext& ctx, WorkerScratch& s, uint32_t 
 
 bool FullCols(const RankContext& ctx, const SscTensorRef& r) {
   return r.col_offset == 0 && r.cols == ctx.Cols(r.slot);
+}
+
+// The tokens of a reduction task's rows [first, first + rows) that this launch reduces (RankContext).
+static void RoutedTokens(const RankContext& ctx, const SscTensorRef& out, uint64_t* begin, uint64_t* end) {
+  *begin = std::max<uint64_t>(out.row_offset, ctx.token_begin);
+  *end = std::max(*begin, std::min<uint64_t>(uint64_t(out.row_offset) + out.rows, ctx.token_end));
 }
 
 // Reads token_rows[t][j], checked against the return buffers' rows.
@@ -294,7 +301,9 @@ int32_t ReduceTokens(const RankContext& ctx, WorkerScratch& s, const SscTensorRe
     return rt::kErrRegion;
   const uint32_t dtype = ctx.DType(ret.slot);
   const uint64_t es = DTypeBytes(dtype);
-  for (uint64_t tok = out.row_offset; tok < uint64_t(out.row_offset) + out.rows; ++tok) {
+  uint64_t first, last;
+  RoutedTokens(ctx, out, &first, &last);
+  for (uint64_t tok = first; tok < last; ++tok) {
     float* acc = s.out;
     std::memset(acc, 0, h * sizeof(float));
     for (uint32_t j = 0; j < k; ++j) {
@@ -337,7 +346,9 @@ int32_t RunTopkWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::S
   const uint32_t dtype = ctx.DType(ret.slot);
   const uint64_t es = DTypeBytes(dtype);
   float* dw = ctx.Slot<float>(out.slot);
-  for (uint64_t tok = out.row_offset; tok < uint64_t(out.row_offset) + out.rows; ++tok) {
+  uint64_t first, last;
+  RoutedTokens(ctx, out, &first, &last);
+  for (uint64_t tok = first; tok < last; ++tok) {
     LoadF32(ctx.Row(ssc::kSlotDy, tok), dtype, h, s.b);
     for (uint32_t j = 0; j < k; ++j) {
       uint64_t row;

@@ -22,6 +22,9 @@ struct RankContext {
   uint32_t rank = 0;
   const HeapLayout* layout = nullptr;
   uint8_t* segment = nullptr;  // this rank's segment
+  // The tokens this launch's reductions write (a pass of the speculative bucket, docs/design.md: its plan
+  // routed only these); [0, T) otherwise.
+  uint32_t token_begin = 0, token_end = ~0u;
 
   // Fault injection for tests: after `fault_after` handler calls on this rank (counted in *tasks_run).
   uint32_t fault_mode = kFaultNone;

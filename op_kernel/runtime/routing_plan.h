@@ -6,6 +6,8 @@
 //                      first row is the sum over e' < e of send_counts[d][e'] rounded up to `align` (1, or
 //                      tile_m under kConfigExpertAligned: pads between experts, then pads to C)
 //   token_rows[t][j]   row of (t, j) in this rank's return buffers: d*C + i
+// A plan of a token range [token_begin, token_end) (a pass of the speculative bucket, docs/design.md) routes
+// only those tokens: the others' entries get no row and token_rows -1.
 // Every backend builds the same plan: this serial form is the CPU twin's (and the reference the CUDA
 // backend's parallel kernels, op_kernel/cuda/routing_plan.cuh, must equal bit for bit). Device-compilable.
 #pragma once
@@ -28,6 +30,7 @@ struct PlanResult {
 struct PlanShape {
   uint32_t tokens, topk, ep, experts_per_rank, rows_per_src;  // T, k, ep, E, C
   uint32_t align = 1;  // an expert's first row in its slot is a multiple of this: 1, or tile_m (kConfigExpertAligned)
+  uint32_t token_begin = 0, token_end = ~0u;  // the tokens routed (end clipped to T)
 };
 
 HPMOE_DEVICE uint32_t AlignRows(uint32_t n, uint32_t align) { return (n + align - 1) / align * align; }
@@ -57,10 +60,13 @@ HPMOE_DEVICE int64_t PlanChunkRows(Read&& read, uint64_t cols, uint64_t limit, b
 HPMOE_DEVICE PlanResult BuildRoutingPlan(const PlanShape& s, const int32_t* ids, int32_t* send_counts,
                                          int32_t* send_rows, int32_t* token_rows, uint32_t* scratch) {
   const uint64_t n = uint64_t(s.tokens) * s.topk;
+  const uint64_t first = uint64_t(s.token_begin) * s.topk;
+  const uint64_t last = uint64_t(s.token_end < s.tokens ? s.token_end : s.tokens) * s.topk;
   const uint32_t experts = s.ep * s.experts_per_rank;
   PlanResult res{0, -1};
   for (uint32_t g = 0; g < experts; ++g) scratch[g] = 0;
   for (uint64_t i = 0; i < n; ++i) {
+    if (i < first || i >= last) continue;
     const int32_t g = ids[i];
     if (g < 0 || uint32_t(g) >= experts) {
       res.bad_id = int64_t(i);
@@ -84,6 +90,10 @@ HPMOE_DEVICE PlanResult BuildRoutingPlan(const PlanShape& s, const int32_t* ids,
     for (uint32_t i = row; i < s.rows_per_src; ++i) send_rows[uint64_t(d) * s.rows_per_src + i] = -1;
   }
   for (uint64_t i = 0; i < n; ++i) {  // ascending t*k + j: stable within each expert
+    if (i < first || i >= last) {
+      token_rows[i] = -1;  // not routed by this plan
+      continue;
+    }
     const uint32_t g = uint32_t(ids[i]), d = g / s.experts_per_rank;
     const uint32_t pos = scratch[g]++;
     if (pos >= s.rows_per_src) {

@@ -31,6 +31,27 @@ def test_plan_equals_numpy_reference(routing, ep, topk, experts, aligned):
         np.testing.assert_array_equal(plan.token_rows, ref.token_rows)
 
 
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("tokens", [(0, 77), (0, 26), (26, 52), (52, 77), (30, 31), (40, 40)])
+def test_plan_of_a_token_range_equals_numpy_reference_and_routes_only_its_tokens(tokens, aligned):
+    """A pass of the speculative bucket (docs/design.md): the plan of tokens [begin, end) only."""
+    cfg = make_config("small", {"ep": 3, "topk": 3, "experts_per_rank": 4, "tokens": 77, "expert_aligned": aligned})
+    ids, _ = make_routing(cfg, "skewed", seed=5)
+    cfg = cfg.replace(recv_rows_per_src=bucket_for(cfg, ids))
+    begin, end = tokens
+    for r in range(cfg.ep):
+        ref = plan_rank(cfg, ids[r], tokens)
+        plan, need = build_plan(cfg, ids[r], tokens)
+        np.testing.assert_array_equal(plan.send_rows, ref.send_rows)
+        np.testing.assert_array_equal(plan.send_counts, ref.send_counts)
+        np.testing.assert_array_equal(plan.token_rows, ref.token_rows)
+        assert (plan.token_rows[:begin] == -1).all() and (plan.token_rows[end:] == -1).all()
+        routed = plan.send_rows[plan.send_rows >= 0]
+        assert sorted(routed.tolist()) == list(range(begin * cfg.topk, end * cfg.topk))  # each entry once
+        whole = ids[r].reshape(-1)[begin * cfg.topk:end * cfg.topk]
+        assert plan.send_counts.sum() == len(whole) and need <= cfg.recv_rows_per_src
+
+
 @pytest.mark.parametrize("routing", ROUTINGS)
 def test_aligned_plan_puts_one_expert_in_each_row_tile(routing):
     """The layout itself, checked from the ids (not from another plan): with expert_aligned, each local

@@ -77,6 +77,8 @@ def lib() -> ctypes.CDLL:
         pu32, pu64, i32 = ctypes.POINTER(u32), ctypes.POINTER(u64), ctypes.c_int
         L.hpmoe_cpu_layout.argtypes = [pu32, u32, u32, pu64, pu64, pu64, pu64, cp, i32]
         L.hpmoe_cpu_plan.argtypes = [u32, u32, u32, u32, u32, u32, vp, vp, vp, vp, pu32, ctypes.POINTER(ctypes.c_int64)]
+        L.hpmoe_cpu_plan_range.argtypes = [u32, u32, u32, u32, u32, u32, u32, u32, vp, vp, vp, vp, pu32,
+                                           ctypes.POINTER(ctypes.c_int64)]
         L.hpmoe_cpu_shm_create.argtypes = [cp, u64, cp, i32]
         L.hpmoe_cpu_shm_create.restype = vp
         L.hpmoe_cpu_shm_attach.argtypes = [cp, u64, cp, i32]
@@ -95,6 +97,8 @@ def lib() -> ctypes.CDLL:
         L.hpmoe_cpu_rank_open.restype = vp
         L.hpmoe_cpu_rank_close.argtypes = [vp]
         L.hpmoe_cpu_rank_close.restype = None
+        L.hpmoe_cpu_rank_set_tokens.argtypes = [vp, u32, u32]
+        L.hpmoe_cpu_rank_set_tokens.restype = None
         L.hpmoe_cpu_run.argtypes = [ctypes.POINTER(vp), u32, u32, u32, cp, i32]
         if _BACKEND == "ascendc-cpu":
             L.hpmoe_ascendc_run.argtypes = [ctypes.POINTER(vp), u32, u32, cp, cp, i32]
@@ -186,6 +190,14 @@ class RankHandle:
         if not self.handle:
             raise RuntimeFailure(err.value.decode())
         self.rank = rank
+
+    def set_tokens(self, begin: int, end: int) -> None:
+        """The tokens the rank's next launches reduce (a pass whose plan routed only them; the CPU twin only:
+        the AscendC kernel's handlers reduce every token)."""
+        if self.backend != "cpu":
+            raise RuntimeFailure(f"token ranges (passes of the speculative bucket) run on the CPU twin, not on "
+                                 f"the {self.backend} backend")
+        self.lib.hpmoe_cpu_rank_set_tokens(self.handle, begin, end)
 
     def close(self) -> None:
         if self.handle:

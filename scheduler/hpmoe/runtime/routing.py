@@ -99,11 +99,22 @@ def check_routing(cfg: MoeConfig, topk_ids: np.ndarray, topk_weights: np.ndarray
                            f"C={cfg.recv_rows_per_src}; compile with --recv-rows-per-src {bucket_for(cfg, ids)}")
 
 
-def plan_rank(cfg: MoeConfig, topk_ids_rank: np.ndarray) -> RankPlan:
-    """The routing plan of one source rank (assumes check_routing passed)."""
+def plan_rank(cfg: MoeConfig, topk_ids_rank: np.ndarray, tokens: tuple[int, int] | None = None) -> RankPlan:
+    """The routing plan of one source rank (assumes check_routing passed); with tokens=(begin, end), of those
+    tokens only (a pass of the speculative bucket: the others' entries get no row, token_rows -1)."""
     ep, E, C, T, k = cfg.ep, cfg.experts_per_rank, cfg.recv_rows_per_src, cfg.tokens, cfg.topk
+    begin, end = tokens if tokens is not None else (0, T)
     ids = np.asarray(topk_ids_rank, np.int64).reshape(T * k)
-    tk = np.arange(T * k, dtype=np.int64)
+    routed = np.arange(begin * k, end * k, dtype=np.int64)
+    plan = _plan_entries(cfg, ids[routed], routed)
+    token_rows = np.full(T * k, -1, np.int32)
+    token_rows[routed] = plan.token_rows
+    return RankPlan(plan.send_rows, plan.send_counts, token_rows.reshape(T, k))
+
+
+def _plan_entries(cfg: MoeConfig, ids: np.ndarray, tk: np.ndarray) -> RankPlan:
+    """The plan of the entries t*k + j = tk (ascending) with expert ids `ids`; token_rows flat, one per entry."""
+    ep, E, C = cfg.ep, cfg.experts_per_rank, cfg.recv_rows_per_src
     dest, local = ids // E, ids % E
     order = np.lexsort((tk, local, dest))  # by destination, then local expert, then t*k + j
     send_counts = np.zeros((ep, E), np.int32)
@@ -113,9 +124,8 @@ def plan_rank(cfg: MoeConfig, topk_ids_rank: np.ndarray) -> RankPlan:
     first = np.cumsum(spans, axis=1) - spans
     flat = (dest * E + local)[order]
     expert_starts = np.searchsorted(flat, np.arange(ep * E))  # first sorted index of each global expert
-    position = np.empty(T * k, np.int64)
-    position[order] = first.reshape(-1)[flat] + np.arange(T * k) - expert_starts[flat]
+    position = np.empty(len(ids), np.int64)
+    position[order] = first.reshape(-1)[flat] + np.arange(len(ids)) - expert_starts[flat]
     send_rows = np.full((ep, C), -1, np.int32)
     send_rows[dest[order], position[order]] = tk[order]
-    token_rows = (dest * C + position).astype(np.int32).reshape(T, k)
-    return RankPlan(send_rows, send_counts, token_rows)
+    return RankPlan(send_rows, send_counts, (dest * C + position).astype(np.int32))

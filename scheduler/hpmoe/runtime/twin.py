@@ -105,13 +105,16 @@ class CpuTwin:
         self.rank_pids: list[int] = []  # pids of the running rank processes (tests stop or kill them)
 
     # ---- data ----------------------------------------------------------------------------------
-    def load_inputs(self, inputs: MoeInputs) -> None:
-        """Routing plan (bucket check first: nothing moves if the routing does not fit), then every input."""
+    def load_inputs(self, inputs: MoeInputs, tokens: tuple[int, int] | None = None) -> None:
+        """Routing plan (bucket check first: nothing moves if the routing does not fit), then every input.
+        tokens=(begin, end): the plan of those tokens only, a pass of the speculative bucket (docs/design.md;
+        run it with run_threads(..., tokens=...))."""
         cfg = self.cfg
-        check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
+        if tokens is None:  # a pass's tokens fit by construction; the whole routing is checked here
+            check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
         wt = cfg.weights_transposed
         for r in range(cfg.ep):
-            plan = plan_or_raise(cfg, inputs.topk_ids[r])  # the shared plan phase (routing_plan.h)
+            plan = plan_or_raise(cfg, inputs.topk_ids[r], tokens)  # the shared plan phase (routing_plan.h)
             put = {Slot.X: to_storage(inputs.x[r], cfg.dtype), Slot.DY: to_storage(inputs.dy[r], cfg.dtype),
                    Slot.W1: to_storage(stored(inputs.w1[r], wt), cfg.dtype),
                    Slot.W2: to_storage(stored(inputs.w2[r], wt), cfg.dtype),
@@ -146,9 +149,15 @@ class CpuTwin:
             self.ranks.append(native.RankHandle(self.heap, r, self.ssc["fwd"][r] or None, self.ssc["bwd"][r] or None,
                                                 self._options(r, fault)))
 
-    def run_threads(self, direction: str, dynamic: bool = False) -> None:
+    def run_threads(self, direction: str, dynamic: bool = False, tokens: tuple[int, int] | None = None) -> None:
+        """One launch on every rank (threads of this process); tokens=(begin, end): its reductions write only
+        those tokens' rows (a pass, after load_inputs(..., tokens=...))."""
         if not self.ranks:
             self.open_ranks()
+        begin, end = tokens if tokens is not None else (0, self.cfg.tokens)
+        for r in self.ranks:
+            if tokens is not None or r.backend == "cpu":
+                r.set_tokens(begin, end)
         native.run(self.ranks, direction, dynamic)
 
     def _options(self, rank: int, fault: Fault | None) -> native.RankOptions:
