@@ -1,0 +1,142 @@
+"""The user's step at EP N (issue 19), one process per GPU under torchrun: `y = m(x, topk_ids, topk_weights)`
+and `y.backward(dy)` of hpmoe.torch.MoEFFN against the PyTorch expert-parallel path (NCCL all_to_all_single,
+torch._grouped_mm, autograd: benchmarks/cuda_ep_torch.py) holding the same parameters, the two alternating
+call by call, CUDA events around each whole call, the slowest rank's time. Beside them: MoEFFN's persistent
+kernels inside the same calls ("its kernels"). DeepSeek-V3 expert shapes (h 7168, I 2048, 8 local experts,
+top-8), the routing generator and seed of the other EP benchmarks. Ratio = PyTorch / hpmoe (above 1: faster).
+
+    torchrun --nproc_per_node 4 benchmarks/cuda_ep_user_step.py --tokens 4096 8192 --routing balanced skewed
+    ... --bucket speculative|agreed|sync-free    (MoEFFN's bucket at EP > 1; docs/cuda.md)
+
+Weight gradients start every step as None in both paths (optimizer.zero_grad()'s default), so neither pays an
+accumulation add. Needs one GPU per rank (NCCL); rank 0 prints one JSON line per row, then a table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cuda_ep_torch import moe_ep  # noqa: E402
+
+from hpmoe.config import make_config  # noqa: E402
+from hpmoe.runtime.routing import make_routing  # noqa: E402
+from hpmoe.torch import MoEFFN  # noqa: E402
+
+BUCKETS = {"speculative": dict(), "agreed": dict(speculative=False), "sync-free": dict(sync_free=True)}
+
+
+def slowest(ms: float) -> float:
+    t = torch.tensor([ms], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
+def timed_call(fn) -> float:
+    """One call with CUDA events around it, every rank idle before it; the slowest rank's ms."""
+    dist.barrier()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    torch.cuda.synchronize()
+    return slowest(s.elapsed_time(e))
+
+
+def bench(tokens: int, routing: str, args, rank: int, ep: int) -> dict:
+    cfg = make_config("deepseek-v3", {"ep": ep, "tokens": tokens})
+    ids, weights = make_routing(cfg, routing, 0)
+    h, inter, E, k = cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk
+    m = MoEFFN(h, inter, E, k, **BUCKETS[args.bucket])
+    g = torch.Generator(device="cuda").manual_seed(rank)
+    with torch.no_grad():
+        m.w1.copy_(torch.randn(E, h, 2 * inter, device="cuda", generator=g) * h ** -0.5)
+        m.w2.copy_(torch.randn(E, inter, h, device="cuda", generator=g) * inter ** -0.5)
+    w1t, w2t = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
+    x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
+    dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
+    tid = torch.from_numpy(ids[rank].astype("int64")).cuda()
+    tw = torch.from_numpy(weights[rank]).cuda().requires_grad_()
+
+    def fresh(*params):
+        for p in (x, tw, *params):
+            p.grad = None
+
+    def hp_step():
+        fresh(m.w1, m.w2)
+        m(x, tid, tw).backward(dy)
+
+    def pt_step():
+        fresh(w1t, w2t)
+        moe_ep(x, w1t, w2t, tid, tw, ep, E).backward(dy)
+
+    rt = m.runtime
+    fwd = {"torch": [], "hpmoe": []}
+    step = {"torch": [], "hpmoe": [], "kernels": []}
+    for i in range(args.warmup + args.repeat):
+        with torch.no_grad():
+            t_fwd = timed_call(lambda: moe_ep(x, w1t, w2t, tid, tw, ep, E))
+            h_fwd = timed_call(lambda: m(x, tid, tw))
+        t_step = timed_call(pt_step)
+        rt.time_kernels = True
+        h_step = timed_call(hp_step)
+        rt.time_kernels = False
+        kernels = slowest(sum(rt.kernel_ms().values()))
+        if i >= args.warmup:
+            for name, ms in (("torch", t_fwd), ("hpmoe", h_fwd)):
+                fwd[name].append(ms)
+            for name, ms in (("torch", t_step), ("hpmoe", h_step), ("kernels", kernels)):
+                step[name].append(ms)
+    with torch.no_grad():
+        diff = (m(x, tid, tw).float() - moe_ep(x, w1t, w2t, tid, tw, ep, E).float()).abs().max()
+    rt.check()
+    med = {f"{n}_fwdbwd_ms": statistics.median(v) for n, v in step.items()}
+    med.update({f"{n}_fwd_ms": statistics.median(v) for n, v in fwd.items()})
+    return {"ep": ep, "tokens": tokens, "routing": routing, "bucket": args.bucket, **med,
+            "ratio_user": med["torch_fwdbwd_ms"] / med["hpmoe_fwdbwd_ms"],
+            "ratio_kernels": med["torch_fwdbwd_ms"] / med["kernels_fwdbwd_ms"],
+            "ratio_fwd": med["torch_fwd_ms"] / med["hpmoe_fwd_ms"], "y_max_abs_diff": slowest(float(diff)),
+            "overflows_seen": rt.overflows_seen, "heap_gib": rt.heap_bytes() / 2 ** 30}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tokens", type=int, nargs="+", default=[4096, 8192], help="tokens per GPU")
+    p.add_argument("--routing", nargs="+", default=["balanced", "skewed"], choices=["balanced", "random", "skewed"])
+    p.add_argument("--bucket", choices=sorted(BUCKETS), default="speculative", help="MoEFFN's bucket at EP > 1")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=2)
+    args = p.parse_args()
+    dist.init_process_group("nccl")
+    rank, ep = dist.get_rank(), dist.get_world_size()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    rows = []
+    for tokens in args.tokens:
+        for routing in args.routing:
+            row = bench(tokens, routing, args, rank, ep)
+            rows.append(row)
+            if rank == 0:
+                print(json.dumps(row), flush=True)
+    if rank == 0:
+        print(f"\n# {torch.cuda.get_device_name()} x {ep}, MoEFFN bucket {args.bucket}, medians of {args.repeat}")
+        print("| EP, tokens/GPU, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees "
+              "it | ratio of the kernels | fwd ratio (user) |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for r in rows:
+            print(f"| {r['ep']}, {r['tokens']}, {r['routing']} | {r['torch_fwdbwd_ms']:.2f} ms | "
+                  f"{r['hpmoe_fwdbwd_ms']:.2f} ms | {r['kernels_fwdbwd_ms']:.2f} ms | {r['ratio_user']:.2f} | "
+                  f"{r['ratio_kernels']:.2f} | {r['ratio_fwd']:.2f} |")
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
