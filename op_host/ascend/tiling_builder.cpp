@@ -91,6 +91,8 @@ std::string BuildTiling(const TilingRequest& req, TilingResult* out) {
   t.direction = req.direction;
   t.invocation = req.invocation;
   t.num_blocks = cfg.num_aic;
+  t.token_end = req.token_end < cfg.tokens ? req.token_end : cfg.tokens;
+  t.token_begin = req.token_begin < t.token_end ? req.token_begin : t.token_end;
   t.timeout_cycles = req.timeout_ms * kSystemCyclesPerMs;
   t.counter_offset = layout.counter_offset[req.direction];
   t.abort_offset = offsetof(cpu::ControlBlock, abort_rank_plus1);

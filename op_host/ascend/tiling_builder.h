@@ -28,6 +28,7 @@ struct TilingRequest {
   uint64_t lib_workspace_bytes = 0;  // PlatformAscendC::GetLibApiWorkSpaceSize(): the system part
   uint64_t window_bytes = 0;         // the HCCL window per rank (HCCL_BUFFSIZE MiB on CANN)
   uint64_t window_nonce = 0;         // agreed by the whole group, fresh for every window set-up; not 0
+  uint32_t token_begin = 0, token_end = ~0u;  // the tokens the reductions write (a pass; end clipped to T)
 };
 
 struct TilingResult {

@@ -47,7 +47,8 @@ void* hpmoe_cpu_rank_open(void* base, uint64_t segment_bytes, const uint32_t* co
                           int errlen);
 void hpmoe_cpu_rank_close(void* rank);
 // The tokens [token_begin, token_end) the rank's next launches reduce (a pass of the speculative bucket, whose
-// plan routed only them: hpmoe_cpu_plan_range); [0, ~0u) by default. The CPU twin's handlers only.
+// plan routed only them: hpmoe_cpu_plan_range); [0, ~0u) by default. The CPU twin's handlers, and the AscendC
+// kernel's through its tiling (the ascendc-cpu runner).
 void hpmoe_cpu_rank_set_tokens(void* rank, uint32_t token_begin, uint32_t token_end);
 // Runs one launch of `direction` on the given ranks of this process together (1 rank: a rank process).
 // dispatch: 0 static (the worker loop), 1 dynamic ready queue (benchmark; all ranks of the group needed).

@@ -66,7 +66,8 @@ struct KernelTiling {
   uint32_t direction;       // ssc::Direction of the SSC this launch runs
   uint32_t invocation;      // n = 1, 2, ... of that SSC on this rank (epoch rule)
   uint32_t num_blocks;      // AI cores launched (= SSC num_aic; each brings 2 AIVs)
-  uint32_t reserved0;
+  uint32_t token_begin;     // the tokens this launch's reductions write, [token_begin, token_end): a pass of the
+                            // speculative bucket (docs/design.md), whose plan routed only them; else [0, T)
   uint64_t timeout_cycles;  // bound on every wait, in GetSystemCycle() ticks
   uint64_t counter_offset;  // this direction's event counters, from the heap segment base
   uint64_t abort_offset;    // the group abort word (int32, own 64-byte line), from the segment base
@@ -74,7 +75,7 @@ struct KernelTiling {
   // its counters (both directions) and abort line, then says hello to every rank; every core waits for all
   // hellos before any task runs (op_kernel/ascend/window_setup.h).
   uint32_t first_use;
-  uint32_t reserved1;
+  uint32_t token_end;
   uint64_t zero_offset;       // this rank's counters of both directions, from the segment base
   uint64_t zero_bytes;        // a multiple of 64
   uint64_t handshake_offset;  // ep hello blocks (32 bytes each), from the segment base; never zeroed

@@ -136,3 +136,25 @@ def test_ranks_as_processes_give_the_bits_of_ranks_as_threads():
         processes = twin.raw_outputs()
     for name in threads:
         assert threads[name].tobytes() == processes[name].tobytes(), name
+
+
+@pytest.mark.parametrize("ep,topk", [(1, 2), (2, 3)])
+def test_passes_of_the_speculative_bucket_give_one_launch_rows_bitwise(ep, topk):
+    """A pass (docs/design.md, "Routing beyond the bucket"): the plan of a token range and reductions that write
+    only its tokens, through the kernel's tiling. Over all passes, y and dx are bitwise one launch's, and d
+    topk_weights too (the same kernel computes each token's dots either way); rows outside a pass keep what
+    they held."""
+    from hpmoe.runtime.twin import CpuTwin
+    from hpmoe.speculative_bucket import pass_ranges
+    cfg, inputs, _, schedules = case("skewed", seed=6, dtype="bf16", ep=ep, topk=topk, tokens=96)
+    _, whole, _ = run("ascendc-cpu", cfg, inputs, schedules)
+    ranges = pass_ranges(cfg, cfg.recv_rows_per_src // 2 // cfg.tile_m * cfg.tile_m or cfg.tile_m)
+    assert len(ranges) >= 2, ranges
+    with CpuTwin(cfg, schedules, timeout_s=20.0, backend="ascendc-cpu") as twin:
+        for tokens in ranges:
+            twin.load_inputs(inputs, tokens=tokens)
+            twin.run_threads("fwd", tokens=tokens)
+            twin.run_threads("bwd", tokens=tokens)
+        passes = twin.raw_outputs()
+    for name in ("y", "dx", "dtopk_weights"):
+        assert np.array_equal(passes[name], whole[name]), f"{name}: the passes differ from one launch"

@@ -60,6 +60,8 @@ std::string MakeTiling(const cpu::RankRuntime& rank, uint32_t direction, uint32_
   req.lib_workspace_bytes = AscendC::stub::kSystemWorkspaceBytes;
   req.window_bytes = layout.segment_bytes;  // the stub's HCCL window of a rank is its heap segment
   req.window_nonce = reinterpret_cast<const cpu::ControlBlock*>(ctx.segment)->window_nonce;
+  req.token_begin = ctx.token_begin;  // hpmoe_cpu_rank_set_tokens: a pass of the speculative bucket
+  req.token_end = ctx.token_end;
   TilingResult result;
   const std::string err = BuildTiling(req, &result);
   if (!err.empty()) return err;

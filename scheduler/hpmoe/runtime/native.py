@@ -192,11 +192,8 @@ class RankHandle:
         self.rank = rank
 
     def set_tokens(self, begin: int, end: int) -> None:
-        """The tokens the rank's next launches reduce (a pass whose plan routed only them; the CPU twin only:
-        the AscendC kernel's handlers reduce every token)."""
-        if self.backend != "cpu":
-            raise RuntimeFailure(f"token ranges (passes of the speculative bucket) run on the CPU twin, not on "
-                                 f"the {self.backend} backend")
+        """The tokens the rank's next launches reduce (a pass of the speculative bucket, whose plan routed only
+        them): the CPU twin's handlers, and the AscendC kernel's through its tiling (ascendc-cpu)."""
         self.lib.hpmoe_cpu_rank_set_tokens(self.handle, begin, end)
 
     def close(self) -> None:

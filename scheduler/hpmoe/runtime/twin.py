@@ -156,8 +156,7 @@ class CpuTwin:
             self.open_ranks()
         begin, end = tokens if tokens is not None else (0, self.cfg.tokens)
         for r in self.ranks:
-            if tokens is not None or r.backend == "cpu":
-                r.set_tokens(begin, end)
+            r.set_tokens(begin, end)
         native.run(self.ranks, direction, dynamic)
 
     def _options(self, rank: int, fault: Fault | None) -> native.RankOptions:
