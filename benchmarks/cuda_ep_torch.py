@@ -47,21 +47,28 @@ def moe_ep(x, w1, w2, ids, weights, ep: int, E: int):
     return (y_rows.float() * weights.unsqueeze(-1)).sum(1).to(x.dtype)
 
 
+def slowest(ms: float) -> float:
+    """The largest of every rank's `ms`."""
+    t = torch.tensor([ms], device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t)
+
+
+def timed_call(fn) -> float:
+    """One call with CUDA events around it, every rank idle before it; the slowest rank's ms."""
+    dist.barrier()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fn()
+    e.record()
+    torch.cuda.synchronize()
+    return slowest(s.elapsed_time(e))
+
+
 def timed(fn, repeat: int) -> float:
     fn()
-    times = []
-    for _ in range(repeat):
-        dist.barrier()
-        torch.cuda.synchronize()
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        t = torch.tensor([s.elapsed_time(e)], device="cuda")
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)  # the slowest rank's time
-        times.append(float(t))
-    return statistics.median(times)
+    return statistics.median(timed_call(fn) for _ in range(repeat))
 
 
 def main() -> int:

@@ -24,31 +24,13 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cuda_ep_torch import moe_ep  # noqa: E402
+from cuda_ep_torch import moe_ep, slowest, timed_call  # noqa: E402
 
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.runtime.routing import make_routing  # noqa: E402
 from hpmoe.torch import MoEFFN  # noqa: E402
 
 BUCKETS = {"speculative": dict(), "agreed": dict(speculative=False), "sync-free": dict(sync_free=True)}
-
-
-def slowest(ms: float) -> float:
-    t = torch.tensor([ms], device="cuda")
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return float(t)
-
-
-def timed_call(fn) -> float:
-    """One call with CUDA events around it, every rank idle before it; the slowest rank's ms."""
-    dist.barrier()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    torch.cuda.synchronize()
-    return slowest(s.elapsed_time(e))
 
 
 def bench(tokens: int, routing: str, args, rank: int, ep: int) -> dict:
