@@ -79,8 +79,9 @@ def bucket_for(cfg: MoeConfig, topk_ids: np.ndarray) -> int:
     return max(cfg.tile_m, round_up(need, cfg.tile_m))
 
 
-def check_routing(cfg: MoeConfig, topk_ids: np.ndarray, topk_weights: np.ndarray) -> None:
-    """Shape, range and bucket checks; raises RoutingError naming the first problem."""
+def check_routing(cfg: MoeConfig, topk_ids: np.ndarray, topk_weights: np.ndarray, bucket: bool = True) -> None:
+    """Shape, range and (unless `bucket` is False: a pass of the speculative bucket, whose plan checks its own
+    tokens' rows) bucket checks; raises RoutingError naming the first problem."""
     ids = np.asarray(topk_ids)
     shape = (cfg.ep, cfg.tokens, cfg.topk)
     if ids.shape != shape or np.asarray(topk_weights).shape != shape:
@@ -92,6 +93,8 @@ def check_routing(cfg: MoeConfig, topk_ids: np.ndarray, topk_weights: np.ndarray
         raise RoutingError(f"topk_ids must lie in [0, {cfg.num_experts}), got [{ids.min()}, {ids.max()}]")
     if not np.all(np.isfinite(topk_weights)):
         raise RoutingError("topk_weights holds a non-finite value")
+    if not bucket:
+        return
     need = rows_needed(cfg, ids)
     src, dst = np.unravel_index(int(np.argmax(need)), need.shape)
     if need[src, dst] > cfg.recv_rows_per_src:

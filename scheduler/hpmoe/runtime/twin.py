@@ -110,8 +110,8 @@ class CpuTwin:
         tokens=(begin, end): the plan of those tokens only, a pass of the speculative bucket (docs/design.md;
         run it with run_threads(..., tokens=...))."""
         cfg = self.cfg
-        if tokens is None:  # a pass's tokens fit by construction; the whole routing is checked here
-            check_routing(cfg, inputs.topk_ids, inputs.topk_weights)
+        # A pass's rows need not fit as the whole routing's would: plan_or_raise checks the pass's own.
+        check_routing(cfg, inputs.topk_ids, inputs.topk_weights, bucket=tokens is None)
         wt = cfg.weights_transposed
         for r in range(cfg.ep):
             plan = plan_or_raise(cfg, inputs.topk_ids[r], tokens)  # the shared plan phase (routing_plan.h)
