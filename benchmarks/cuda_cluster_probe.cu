@@ -1,4 +1,4 @@
-// Can the persistent worker kernel run as 2-CTA clusters? (docs/cuda.md, "Next: 2-CTA clusters"). On one GPU:
+// Can the persistent worker kernel run as 2-CTA clusters? (docs/cuda.md, "2-CTA clusters"). On one GPU:
 //  1. cudaOccupancyMaxActiveClusters for clusters of 2 blocks of the worker's shape (256 threads, the GMM tile's
 //     dynamic shared memory): 66 on an H100/H200 would leave every SM one block;
 //  2. a launch with both the cooperative and the cluster-dimension attributes: accepted, and every block

@@ -7,6 +7,7 @@
 #include "kernel_operator.h"
 
 #include "../runtime/regions.h"
+#include "../runtime/routing_plan.h"
 #include "../runtime/status.h"
 #include "kernel_context.h"
 #include "kernel_rows.h"
@@ -102,14 +103,10 @@ HPMOE_DEVICE bool TokenRow(const KernelContext& ctx, uint64_t t, uint32_t j, uin
   return true;
 }
 
-// The tokens of a reduction task's rows that this launch writes (KernelTiling::token_begin/end: a pass of the
+// The tokens of a reduction task that this launch writes (KernelTiling::token_begin/end: a pass of the
 // speculative bucket reduces only the tokens its plan routed).
-HPMOE_DEVICE void RoutedTokens(const KernelContext& ctx, const __gm__ SscTensorRef& out, uint64_t* begin,
-                               uint64_t* end) {
-  const uint64_t first = out.row_offset, last = first + out.rows;
-  *begin = first > ctx.tiling->token_begin ? first : ctx.tiling->token_begin;
-  const uint64_t stop = last < ctx.tiling->token_end ? last : ctx.tiling->token_end;
-  *end = stop > *begin ? stop : *begin;
+HPMOE_DEVICE rt::TokenSpan RoutedTokens(const KernelContext& ctx, const __gm__ SscTensorRef& out) {
+  return rt::RoutedTokens(out.row_offset, out.rows, ctx.tiling->token_begin, ctx.tiling->token_end);
 }
 
 // out[t] = sum_j w(t, j) * ret[token_rows[t][j]], j ascending, fp32 (Axpy per j).
@@ -121,9 +118,8 @@ HPMOE_DEVICE int32_t VecReduceTokens(const KernelContext& ctx, const VectorBuffe
     return rt::kErrRegion;
   const uint32_t rd = ctx.DType(ret.slot), re = ctx.ElemBytes(ret.slot);
   const __gm__ float* weights = ctx.Slot<float>(ssc::kSlotTopkWeights);
-  uint64_t first, last;
-  RoutedTokens(ctx, out, &first, &last);
-  for (uint64_t tok = first; tok < last; ++tok) {
+  const rt::TokenSpan span = RoutedTokens(ctx, out);
+  for (uint64_t tok = span.begin; tok < span.end; ++tok) {
     for (uint32_t c0 = 0; c0 < h; c0 += kVecChunk) {
       const uint32_t n = h - c0 < kVecChunk ? h - c0 : kVecChunk;
       auto acc = b.F(0), v = b.F(1);
@@ -166,9 +162,8 @@ HPMOE_DEVICE int32_t VecTopkWeightGrad(const KernelContext& ctx, const VectorBuf
   const uint32_t rd = ctx.DType(ret.slot), re = ctx.ElemBytes(ret.slot);
   const uint32_t yd = ctx.DType(dy.slot), ye = ctx.ElemBytes(dy.slot);
   auto a = b.F(0), g = b.F(1), work = b.F(2), part = b.F(3), dots = b.F(4);
-  uint64_t first, last;
-  RoutedTokens(ctx, out, &first, &last);
-  for (uint64_t tok = first; tok < last; ++tok) {
+  const rt::TokenSpan span = RoutedTokens(ctx, out);
+  for (uint64_t tok = span.begin; tok < span.end; ++tok) {
     for (uint32_t j = 0; j < k; ++j) {
       uint64_t row;
       if (!TokenRow(ctx, tok, j, &row)) return rt::kErrPlan;

@@ -1,10 +1,10 @@
 #include "handlers_compute.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "../runtime/regions.h"
+#include "../runtime/routing_plan.h"
 #include "../runtime/status.h"
 #include "../runtime/swiglu_block.h"
 #include "dtype.h"
@@ -62,12 +62,6 @@ const float* ExpertWeightF32(const RankContext& ctx, WorkerScratch& s, uint32_t 
 
 bool FullCols(const RankContext& ctx, const SscTensorRef& r) {
   return r.col_offset == 0 && r.cols == ctx.Cols(r.slot);
-}
-
-// The tokens of a reduction task's rows [first, first + rows) that this launch reduces (RankContext).
-static void RoutedTokens(const RankContext& ctx, const SscTensorRef& out, uint64_t* begin, uint64_t* end) {
-  *begin = std::max<uint64_t>(out.row_offset, ctx.token_begin);
-  *end = std::max(*begin, std::min<uint64_t>(uint64_t(out.row_offset) + out.rows, ctx.token_end));
 }
 
 // Reads token_rows[t][j], checked against the return buffers' rows.
@@ -301,9 +295,8 @@ int32_t ReduceTokens(const RankContext& ctx, WorkerScratch& s, const SscTensorRe
     return rt::kErrRegion;
   const uint32_t dtype = ctx.DType(ret.slot);
   const uint64_t es = DTypeBytes(dtype);
-  uint64_t first, last;
-  RoutedTokens(ctx, out, &first, &last);
-  for (uint64_t tok = first; tok < last; ++tok) {
+  const rt::TokenSpan span = rt::RoutedTokens(out.row_offset, out.rows, ctx.token_begin, ctx.token_end);
+  for (uint64_t tok = span.begin; tok < span.end; ++tok) {
     float* acc = s.out;
     std::memset(acc, 0, h * sizeof(float));
     for (uint32_t j = 0; j < k; ++j) {
@@ -346,9 +339,8 @@ int32_t RunTopkWeightGrad(const RankContext& ctx, WorkerScratch& s, const ssc::S
   const uint32_t dtype = ctx.DType(ret.slot);
   const uint64_t es = DTypeBytes(dtype);
   float* dw = ctx.Slot<float>(out.slot);
-  uint64_t first, last;
-  RoutedTokens(ctx, out, &first, &last);
-  for (uint64_t tok = first; tok < last; ++tok) {
+  const rt::TokenSpan span = rt::RoutedTokens(out.row_offset, out.rows, ctx.token_begin, ctx.token_end);
+  for (uint64_t tok = span.begin; tok < span.end; ++tok) {
     LoadF32(ctx.Row(ssc::kSlotDy, tok), dtype, h, s.b);
     for (uint32_t j = 0; j < k; ++j) {
       uint64_t row;

@@ -1,5 +1,5 @@
 // The TMA tile run by the two blocks of a 2-block cluster on the same B (issue 16's multicast; docs/cuda.md,
-// "Next: 2-CTA clusters"): each block computes its own 128 x 256 output tile (its own m0, the same n0 and K
+// "2-CTA clusters"): each block computes its own 128 x 256 output tile (its own m0, the same n0 and K
 // range), loads its own A box, and loads half of the B tile with `.multicast::cluster`, so that the copy
 // engine writes that half into both blocks' slots: each block reads 32 KB per K step from L2 instead of 48.
 // Measured bound (timing-only build HPMOE_EXPERIMENT_HALF_B=2, session 13): fwd+bwd kernels -7% to -15% at
@@ -61,7 +61,8 @@ __device__ __forceinline__ void MbarArriveRemote(uint32_t bar, uint32_t rank) {
 template <class T, bool kAColMajor, bool kBColMajor>
 struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
   using Base = BlockGemmTma<T, kAColMajor, kBColMajor>;
-  static_assert(!HPMOE_GEMM_ASYNC_EPILOGUE, "the paired tile writes its epilogue itself (the peer's copies reuse the slots)");
+  static_assert(!HPMOE_GEMM_ASYNC_EPILOGUE,
+                "the paired tile writes its epilogue itself (the peer's copies reuse the slots)");
   const uint32_t rank, peer;  // this block's rank in its cluster, and the other block's
   __device__ explicit BlockGemmPaired(uint8_t* shared) : Base(shared), rank(ClusterRank()), peer(rank ^ 1u) {}
 

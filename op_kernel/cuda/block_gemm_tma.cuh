@@ -60,7 +60,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   __device__ uint32_t Empty(int s) const { return Full(s) + 8 * kStages; }
 
 #if HPMOE_EXPERIMENT_HALF_B
-  // Timing experiment only, results wrong by design (docs/cuda.md, "Next: 2-CTA clusters"): each block loads
+  // Timing experiment only, results wrong by design (docs/cuda.md, "2-CTA clusters"): each block loads
   // half of an MN-major B tile, the share a 2-CTA multicast would leave it; with HPMOE_EXPERIMENT_HALF_B=2 a
   // K-major B too (one 128-line box of b.half_map instead of the 256-line box).
   static constexpr int kBBoxesMnMajor = kBN / 128;

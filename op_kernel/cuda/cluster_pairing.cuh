@@ -1,5 +1,5 @@
 // Pool units taken in rounds by the two blocks of a 2-block cluster (build flag HPMOE_GEMM_PAIRS; docs/cuda.md,
-// "Next: 2-CTA clusters"). At a claim, block 1 asks block 0 for a round (a CAS on block 0's gate word) and
+// "2-CTA clusters"). At a claim, block 1 asks block 0 for a round (a CAS on block 0's gate word) and
 // waits HPMOE_PAIRS_PATIENCE_NS for it; block 0, at its own claim, takes a pending request, claims two units
 // (two fetch-adds: every unit is still claimed once and every claimer still stops at exactly one claim past
 // the end, so the claim counter's per-invocation base is unchanged) and posts block 1's through distributed

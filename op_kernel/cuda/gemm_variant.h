@@ -46,7 +46,7 @@
 #define HPMOE_EXPERIMENT_SKIP 0
 #endif
 #ifndef HPMOE_EXPERIMENT_HALF_B
-// Timing-only builds (wrong results by design; docs/cuda.md, "Next: 2-CTA clusters"): each block loads the
+// Timing-only builds (wrong results by design; docs/cuda.md, "2-CTA clusters"): each block loads the
 // half of a B tile that a 2-CTA multicast would leave it: 1 MN-major B, 2 K-major B too.
 #define HPMOE_EXPERIMENT_HALF_B 0
 #endif

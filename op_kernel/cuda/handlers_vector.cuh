@@ -4,6 +4,7 @@
 // ADD. 8-element vectors throughout (the launcher requires h, I and wgrad_tile to be multiples of 8).
 #pragma once
 
+#include "../runtime/routing_plan.h"
 #include "../runtime/swiglu_block.h"
 #include "handlers_gemm.cuh"
 #include "swiglu_math.cuh"
@@ -170,15 +171,10 @@ __device__ __forceinline__ bool TokenRowsValid(const DeviceRank& d, uint64_t t0,
   return !__syncthreads_or(bad);
 }
 
-// The tokens of a reduction task [row_offset, row_offset + rows) that this launch routed (a pass of the
-// speculative bucket routes only [token_begin, token_end); the other tokens' outputs are left as they are).
-struct TokenSpan {
-  uint64_t begin, end;
-};
-__device__ __forceinline__ TokenSpan RoutedTokens(const DeviceRank& d, const ssc::SscTensorRef& out) {
-  const uint64_t b = out.row_offset > d.token_begin ? out.row_offset : d.token_begin;
-  const uint64_t e = out.row_offset + out.rows < d.token_end ? out.row_offset + out.rows : d.token_end;
-  return {b, e > b ? e : b};
+// The tokens of a reduction task that this launch routed (a pass of the speculative bucket routes only
+// [token_begin, token_end); the other tokens' outputs are left as they are).
+__device__ __forceinline__ rt::TokenSpan RoutedTokens(const DeviceRank& d, const ssc::SscTensorRef& out) {
+  return rt::RoutedTokens(out.row_offset, out.rows, d.token_begin, d.token_end);
 }
 
 // out[t] = sum_j scale[t*k + j] * ret[token_rows[t][j]] (scale == nullptr: 1), j ascending, fp32.
@@ -189,7 +185,7 @@ __device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& re
   if (!FullCols(d, ret) || ret.cols != h || rows_ref.slot != ssc::kSlotTokenRows || !FullCols(d, rows_ref) ||
       !FullCols(d, out) || out.cols != h || !SameRows(rows_ref, out))
     return rt::kErrRegion;
-  const TokenSpan span = RoutedTokens(d, out);
+  const rt::TokenSpan span = RoutedTokens(d, out);
   if (!TokenRowsValid(d, span.begin, span.end - span.begin)) return rt::kErrPlan;
   const T* rs = d.Slot<T>(ret.slot);
   const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
@@ -246,7 +242,7 @@ __device__ int32_t RunTopkWeightGrad(const DeviceRank& d, const ssc::SscTask& t)
       rows_ref.slot != ssc::kSlotTokenRows || !SameRows(rows_ref, out) || out.slot != ssc::kSlotDTopkWeights ||
       !FullCols(d, out))
     return rt::kErrRegion;
-  const TokenSpan span = RoutedTokens(d, out);
+  const rt::TokenSpan span = RoutedTokens(d, out);
   if (!TokenRowsValid(d, span.begin, span.end - span.begin)) return rt::kErrPlan;
   const T* dys = d.Slot<T>(ssc::kSlotDy);
   const T* rs = d.Slot<T>(ssc::kSlotRetY);

@@ -35,6 +35,18 @@ struct PlanShape {
 
 HPMOE_DEVICE uint32_t AlignRows(uint32_t n, uint32_t align) { return (n + align - 1) / align * align; }
 
+// The tokens [begin, end) of a reduction task over tokens [first, first + rows) that a launch reducing only
+// [token_begin, token_end) writes (a pass of the speculative bucket routed only those; every backend's
+// reductions clip alike). Empty (begin == end) when they do not meet.
+struct TokenSpan {
+  uint64_t begin, end;
+};
+HPMOE_DEVICE TokenSpan RoutedTokens(uint64_t first, uint64_t rows, uint64_t token_begin, uint64_t token_end) {
+  const uint64_t b = first > token_begin ? first : token_begin;
+  const uint64_t e = first + rows < token_end ? first + rows : token_end;
+  return {b, e > b ? e : b};
+}
+
 // The rows a dispatch put carries from its chunk of send_rows (`cols` entries, read(i)): up to its last valid
 // entry. Every entry must be -1 (a pad) or a t*k + j below `limit`, and a valid entry may follow a pad only
 // where pads sit between experts (`pads_between`, kConfigExpertAligned); else -1 (the put's kErrPlan). The
