@@ -323,6 +323,35 @@ std::string CudaGroup::BindWeights(RankState& s, uint32_t direction, const Launc
     std::memcpy(b.weight_maps[w], s.weight_maps[direction][w], sizeof(b.weight_maps[w]));
 #endif
   }
+  return BindWeightGradMaps(s, direction, spec, binding);
+}
+
+// Weight gradients written in the model dtype to bound DW1/DW2 leave by TMA stores (block_gemm_chain.cuh): their
+// maps, in the weights' dtype (the heap's DW slots are fp32), encoded once per address like the weights'.
+std::string CudaGroup::BindWeightGradMaps(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding) {
+  LaunchBinding& b = *static_cast<LaunchBinding*>(binding);
+  b.has_dw_maps = 0;
+#if HPMOE_GEMM_TMA && HPMOE_WGRAD_CHAIN
+  const uint32_t slots[2] = {ssc::kSlotDW1, ssc::kSlotDW2};
+  if (direction != ssc::kBackward || spec.dw_mode != kDwModelDtype) return "";
+  for (int w = 0; w < 2; ++w) {
+    const uint64_t base = spec.bound[slots[w]];
+    if (base == 0 || base % 16 != 0) return "";  // the block stores the tiles itself
+    if (s.dw_map_base[w] != base) {
+      cpu::SlotShape sh = layout_.slots[slots[w]];
+      sh.dtype = layout_.slots[ssc::kSlotW1].dtype;
+      uint8_t maps[kBoxKinds][kTensorMapBytes];
+      const std::string err = EncodeSlotMaps(sh, reinterpret_cast<const void*>(base), maps);
+      if (!err.empty()) return Format("%s: %s", ssc::SlotName(slots[w]), err.c_str());
+      std::memcpy(s.dw_maps[w], maps[kBoxRows64], kTensorMapBytes);
+      s.dw_map_base[w] = base;
+    }
+    std::memcpy(b.dw_maps[w], s.dw_maps[w], kTensorMapBytes);
+  }
+  b.has_dw_maps = 1;
+#else
+  (void)s, (void)direction, (void)spec;
+#endif
   return "";
 }
 

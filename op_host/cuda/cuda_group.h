@@ -57,6 +57,8 @@ struct RankState {
   LaunchOptions last_options[2];
   uint64_t map_base[2][2] = {};              // [direction][W1/W2]: the address the cached maps describe
   uint8_t weight_maps[2][2][kBoxKinds][kTensorMapBytes] = {};
+  uint64_t dw_map_base[2] = {};              // [DW1/DW2]: the address the cached store maps describe
+  uint8_t dw_maps[2][kTensorMapBytes] = {};  // box 64 x 64, the model dtype (TMA stores of weight gradients)
   void* last_stream = nullptr;               // of the last launch (a failure is read after syncing it)
   void* stream = nullptr;  // cudaStream_t
   void* events[2] = {nullptr, nullptr};       // Run: around the persistent kernel
@@ -116,6 +118,7 @@ class CudaGroup {
   std::string Enqueue(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
                       const LaunchOptions& options, bool timed);
   std::string BindWeights(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding);
+  std::string BindWeightGradMaps(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding);
   std::string FailureReport(uint32_t rank);
 
   ssc::SscConfig cfg_{};

@@ -97,6 +97,10 @@ struct DeviceRank {
   uint32_t token_begin, token_end;  // the tokens this launch routes and reduces (a pass; else [0, T))
   uint32_t* need_out;        // kRunSpeculate: mapped host word for the agreed need, or nullptr
   alignas(64) uint8_t weight_maps[2][kBoxKinds][kTensorMapBytes];  // bound W1 / W2
+  // Bound DW1 / DW2 written in the model dtype (kDwModelDtype), box 64 x 64: TMA stores of whole weight-gradient
+  // tiles (block_gemm_chain.cuh); has_dw_maps 0 when the launch bound none.
+  alignas(64) uint8_t dw_maps[2][kTensorMapBytes];
+  uint32_t has_dw_maps;
 
   __device__ const void* TensorMap(uint32_t slot, uint32_t box) const {
     if ((slot == ssc::kSlotW1 || slot == ssc::kSlotW2) && bound[slot] != nullptr)

@@ -29,6 +29,17 @@
 // 29.9 -> 30.9 (benchmarks/cuda_results/h200_session13_multicast_bound.txt).
 #define HPMOE_GEMM_ASYNC_EPILOGUE 0
 #endif
+#ifndef HPMOE_WGRAD_CHAIN
+// 1: a weight-gradient unit written in the model dtype runs as one TMA pipeline over its tiles, each tile sent
+// by TMA tensor stores (block_gemm_chain.cuh); 0 (the default): tile by tile, the block storing each epilogue
+// itself. Bitwise the same; measured slower on one H200 (docs/cuda.md, "The weight-gradient unit as one
+// pipeline"): fwd+bwd kernels Mixtral-8x22B 30.1 -> 37.8 ms, Qwen3-235B 13.9 -> 14.9, DeepSeek-V3 8192
+// 31.6 -> 38.7: the stores hold the next loads behind them in the one TMA unit.
+#define HPMOE_WGRAD_CHAIN 0
+#endif
+#if HPMOE_WGRAD_CHAIN && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS || HPMOE_GEMM_ASYNC_EPILOGUE)
+#error "the chained weight gradient is a variant of the 256-thread TMA tile with the block's own epilogue"
+#endif
 #ifndef HPMOE_DW_EVICT_FIRST
 // With the asynchronous epilogue: weight-gradient rows are written as L2 evict-first (no effect measured).
 #define HPMOE_DW_EVICT_FIRST 1

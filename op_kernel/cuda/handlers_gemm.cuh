@@ -19,6 +19,9 @@
 #if HPMOE_GEMM_PAIRS
 #include "cluster_pairing.cuh"
 #endif
+#if HPMOE_WGRAD_CHAIN
+#include "block_gemm_chain.cuh"
+#endif
 #else
 #include "block_gemm_wgmma.cuh"
 #endif
@@ -30,6 +33,8 @@ namespace cuda {
 
 #if HPMOE_GEMM_WS
 constexpr uint32_t kWorkerSmemBytes = kGemmWsSmemBytes;
+#elif HPMOE_GEMM_TMA && HPMOE_WGRAD_CHAIN
+constexpr uint32_t kWorkerSmemBytes = kGemmChainSmemBytes;
 #elif HPMOE_GEMM_TMA
 constexpr uint32_t kWorkerSmemBytes = kGemmTmaSmemBytes;
 #else
@@ -267,6 +272,17 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   const T* xs = d.Slot<T>(x.slot) + b0;
   const T* dys = d.Slot<T>(dy.slot);
   BlockGemm<T, true, false> g(smem);
+#endif
+#if HPMOE_WGRAD_CHAIN
+  if (d.dw_mode == kDwModelDtype) {  // written in T (not added to a buffer): the unit as one pipeline
+    WeightGradChain<T> chain(smem, k_rows, int(d.cfg.ep), int32_t(wg), int32_t(c0), int32_t(c1));
+    if (chain.steps_per_tile > 0) {  // (an expert with no rows: zero tiles, below)
+      const TmaOperand store{d.has_dw_maps ? &d.dw_maps[out.slot == ssc::kSlotDW2][0] : nullptr, 0, int32_t(b0),
+                             int32_t(e)};
+      chain.Run(ta, tb, d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), store);
+      return 0;
+    }
+  }
 #endif
   int32_t err = 0;
   for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {

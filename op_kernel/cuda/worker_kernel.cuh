@@ -132,6 +132,9 @@ __global__ void __launch_bounds__(kThreads, 1) WorkerKernel(const DeviceRank* __
 #else
   RunWorker<T, kFusedSwiglu>(*rank, smem);
 #endif
+#if HPMOE_GEMM_TMA && HPMOE_WGRAD_CHAIN
+  FinishChainStores();
+#endif
 }
 
 }  // namespace cuda
