@@ -94,20 +94,9 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
   // The accumulators, rounded to T, into the boxes (a warp's 4-byte pieces of eight rows fall in distinct
   // banks: the swizzle moves each row's piece to another 16 bytes).
   __device__ void StageBoxes(uint32_t slot_base) {
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
-    const int g = lane / 4, t = lane % 4;
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = 64 * wg + 16 * warp + g + 8 * h;
-        const uint32_t lo = Bits16(FromF<T>(this->d[4 * j + 2 * h])), hi = Bits16(FromF<T>(this->d[4 * j + 2 * h + 1]));
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(Piece(slot_base, row, j) + 4 * t), "r"(lo | (hi << 16))
-                     : "memory");
-      }
-    }
+    this->StageTo([&](int row, int j) { return Piece(slot_base, row, j); });
   }
-  // Warp 0: every bulk copy it issued has read its shared memory (the slot may be refilled, the extra region
+  // Warp 0: every TMA store it issued has read its shared memory (the slot may be refilled, the extra region
   // restaged).
   __device__ static void WaitCopiesRead() {
     if (threadIdx.x < 32) {

@@ -278,6 +278,12 @@ struct BlockGemm {
   }
   // The accumulators, rounded to T, into kBM rows of kRowBytes at `base` (this thread's pieces only).
   __device__ void Stage(uint32_t base) {
+    StageTo([&](int row, int j) { return base + row * kRowBytes + 16 * j; });
+  }
+  // The same into any layout: piece(row, j) is the shared address of columns 8j..8j+7 of the row (16 bytes;
+  // this thread writes its 4-byte pair of them).
+  template <class Piece>
+  __device__ void StageTo(Piece&& piece) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -286,9 +292,7 @@ struct BlockGemm {
       for (int h = 0; h < 2; ++h) {
         const int row = 64 * wg + 16 * warp + g + 8 * h;
         const uint32_t lo = Bits16(FromF<T>(d[4 * j + 2 * h])), hi = Bits16(FromF<T>(d[4 * j + 2 * h + 1]));
-        asm volatile("st.shared.u32 [%0], %1;" ::"r"(base + row * kRowBytes + (8 * j + 2 * t) * 2),
-                     "r"(lo | (hi << 16))
-                     : "memory");
+        asm volatile("st.shared.u32 [%0], %1;" ::"r"(piece(row, j) + 4 * t), "r"(lo | (hi << 16)) : "memory");
       }
     }
   }
