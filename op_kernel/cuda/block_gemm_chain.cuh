@@ -42,7 +42,6 @@ template <class T>
 struct WeightGradChain : BlockGemmTma<T, true, false> {
   using Base = BlockGemm<T, true, false>;
   using Tma = BlockGemmTma<T, true, false>;
-  static constexpr uint32_t kRowBytes = Base::kRowBytes;
 
   // The unit: K segments [seg[2i], seg[2i+1]) (the expert's rows per slot, empty ones included), output rows
   // [0, rows) x columns [c0, c1) of `out` (row stride ldc).
@@ -96,9 +95,9 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
   __device__ void StageBoxes(uint32_t slot_base) {
     this->StageTo([&](int row, int j) { return Piece(slot_base, row, j); });
   }
-  // Warp 0: every TMA store it issued has read its shared memory (the slot may be refilled, the extra region
-  // restaged).
-  __device__ static void WaitCopiesRead() {
+  // Every TMA store thread 0 issued has read its shared memory (the slot may be refilled, the extra region
+  // restaged). Warp 0 waits, whole.
+  __device__ static void WaitStoresRead() {
     if (threadIdx.x < 32) {
       asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
       __syncwarp();
@@ -119,7 +118,7 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
     }
     __syncthreads();
     const bool vectors = (reinterpret_cast<uintptr_t>(out) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
-    int pending = -1;  // a step whose slot holds staged rows: loaded once the copies have read them
+    int pending = -1;  // a step whose slot holds staged rows: loaded once the stores have read them
     int j = 0;         // the unit's step
     uint64_t t_loop = t_start;
     for (int t = 0; t < tiles; ++t) {
@@ -142,7 +141,7 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
         this->IssueStage(s);
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step j - 1's group is done
         if (pending >= 0 && j >= pending - kStages + kChainRefillDelay) {
-          WaitCopiesRead();
+          WaitStoresRead();
           if (leader) Issue(a, b, pending);  // its slot's readers all arrived at the tile's end
           pending = -1;
         }
@@ -158,8 +157,8 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
       const int last = j - 1, slot = last % kStages;
       if (threadIdx.x % 32 == 0) MbarArrive(this->Empty(slot));
-      // The epilogue. The extra region's last copies have read it (and a refill still pending goes out now).
-      WaitCopiesRead();
+      // The epilogue. The extra region's last stores have read it (and a refill still pending goes out now).
+      WaitStoresRead();
       if (pending >= 0 && leader) Issue(a, b, pending);
       pending = -1;
       __syncthreads();  // both warpgroups' wgmmas have read the slot
@@ -167,7 +166,7 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
       if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(Base::kProfileKind, kPhaseLoop, t_stage - (t == 0 ? t_loop : t_tile));
       const uint32_t slot_base = this->smem + slot * kStageBytes;
       StageBoxes(slot_base);
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by this thread, read by the copies
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by this thread, read by the stores
       __syncthreads();
       const uint64_t t_store = ProfileClock();
       const int32_t m0 = M0(t), n0 = N0(t);
@@ -208,14 +207,14 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
         ProfileAdd(Base::kProfileKind, kPhaseSteps, uint64_t(steps_per_tile));
       }
     }
-    // The next task may use the slots: the copies have read them. Their writes complete before the kernel
+    // The next task may use the slots: the stores have read them. Their writes complete before the kernel
     // ends (FinishChainStores): nothing in a launch reads a weight gradient.
-    WaitCopiesRead();
+    WaitStoresRead();
     __syncthreads();
   }
 };
 
-// At the end of the persistent kernel: warp 0's weight-gradient copies have written global memory, ordered
+// At the end of the persistent kernel: thread 0's weight-gradient stores have written global memory, ordered
 // before the kernel's completion for the host and the next launch.
 __device__ __forceinline__ void FinishChainStores() {
   if (threadIdx.x < 32) {
