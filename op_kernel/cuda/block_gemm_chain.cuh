@@ -61,14 +61,15 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
 
   __device__ int32_t M0(int t) const { return t / tiles_n * kBM; }
   __device__ int32_t N0(int t) const { return c0 + t % tiles_n * kBN; }
-  // Step q of the unit: its tile and its K row.
-  __device__ void StepAt(int q, int* t, int32_t* k) const {
+  // Step q of the unit: its tile, its first K row, and the end of the K segment it lies in.
+  __device__ void StepAt(int q, int* t, int32_t* k, int32_t* end) const {
     *t = q / steps_per_tile;
     int i = q % steps_per_tile;
     for (int s = 0; s < nseg; ++s) {
       const int n = int((seg[2 * s + 1] - seg[2 * s] + kBK - 1) / kBK);
       if (i < n) {
         *k = int32_t(seg[2 * s]) + i * kBK;
+        *end = int32_t(seg[2 * s + 1]);
         return;
       }
       i -= n;
@@ -77,8 +78,8 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
   // Thread 0 only: step q's boxes into its slot.
   __device__ void Issue(const TmaOperand& a, const TmaOperand& b, int q) {
     int t;
-    int32_t k = 0;
-    StepAt(q, &t, &k);
+    int32_t k = 0, end = 0;
+    StepAt(q, &t, &k, &end);
     this->IssueLoads(q % kStages, a, b, M0(t), N0(t), k);
   }
 
@@ -132,12 +133,9 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
           ProfileAdd(Base::kProfileKind, kPhaseFill, t_loop - t_start);
         }
         int step_tile;
-        int32_t k;
-        StepAt(j, &step_tile, &k);
-        int32_t end = 0;  // this step's segment end
-        for (int q = 0; q < nseg; ++q)
-          if (uint64_t(k) >= seg[2 * q] && uint64_t(k) < seg[2 * q + 1]) end = int32_t(seg[2 * q + 1]);
-        if (end - k < kBK) this->ZeroKTail(s, end - k);
+        int32_t k = 0, end = 0;
+        StepAt(j, &step_tile, &k, &end);
+        if (end - k < kBK) this->ZeroKTail(s, end - k);  // the segment ends inside this step
         this->IssueStage(s);
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step j - 1's group is done
         if (pending >= 0 && j >= pending - kStages + kChainRefillDelay) {

@@ -77,8 +77,7 @@ HPMOE_DEVICE PlanResult BuildRoutingPlan(const PlanShape& s, const int32_t* ids,
   const uint32_t experts = s.ep * s.experts_per_rank;
   PlanResult res{0, -1};
   for (uint32_t g = 0; g < experts; ++g) scratch[g] = 0;
-  for (uint64_t i = 0; i < n; ++i) {
-    if (i < first || i >= last) continue;
+  for (uint64_t i = first; i < last; ++i) {
     const int32_t g = ids[i];
     if (g < 0 || uint32_t(g) >= experts) {
       res.bad_id = int64_t(i);

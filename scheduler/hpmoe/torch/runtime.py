@@ -14,7 +14,7 @@ from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
 from ..gmm_split import default_expert_aligned, default_first_gmm_pool, too_few_row_tiles
-from ..speculative_bucket import grown_rows, least_rows, pass_ranges
+from ..speculative_bucket import GROWTH, grown_rows, least_rows, pass_ranges
 from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
 from ..wgrad_split import default_wgrad_n_block
@@ -246,7 +246,7 @@ class MoeFfnRuntime:
         made = [c for (t, c, w) in self._all if t == tokens and w == transposed]
         if any(c >= rows for c in made):
             return min(c for c in made if c >= rows)
-        grown = round_up(int(max(made) * 1.25), cfg.tile_m) if made else 0
+        grown = round_up(int(max(made) * GROWTH), cfg.tile_m) if made else 0
         return max(cfg.recv_rows_per_src, rows, grown)
 
     # ---- the speculative bucket (ep > 1) ------------------------------------------------------------
