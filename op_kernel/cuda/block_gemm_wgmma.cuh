@@ -181,6 +181,29 @@ struct BlockGemm {
 
   // Accumulator layout of m64nNk16: warp w of a warpgroup holds rows 16w + lane/4 (+8); n8 block j holds
   // columns 8j + 2*(lane%4), +1 in d[4j..4j+3].
+  // The accumulators from an fp32 running sum instead of zero (a K chunk after the first, runtime/k_chunks.h):
+  // Write with StoreFp32's inverse, so the chunks' wgmma additions continue exactly where the last one ended.
+  // Rows and columns outside the valid part start at 0, as after Zero.
+  __device__ void LoadSum(const float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
+    LoadSumRows(c, ldc, m0, n0, m_valid, n_valid, threadIdx.x / 128);
+  }
+  __device__ void LoadSumRows(const float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
+                              int wg) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const int64_t n = n0 + 8 * j + 2 * t;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t m = m0 + 64 * wg + 16 * warp + g + 8 * h;
+        float2 v = make_float2(0.0f, 0.0f);
+        if (m < m_valid && n < n_valid) v = *reinterpret_cast<const float2*>(c + m * ldc + n);
+        d[4 * j + 2 * h] = v.x;
+        d[4 * j + 2 * h + 1] = v.y;
+      }
+    }
+  }
   template <class OutT, class Store>
   __device__ void Write(OutT* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
                         Store&& store) {

@@ -1,5 +1,5 @@
-// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole, a column block of the
-// expert width: the whole width unless the compiler split it, scheduler/hpmoe/gmm_split.py) and GMM_WEIGHT_GRAD
+// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole or one K chunk of a
+// chain, runtime/k_chunks.h; a column block of the expert width: the whole width unless the compiler split it, scheduler/hpmoe/gmm_split.py) and GMM_WEIGHT_GRAD
 // (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into DW1/DW2 as the launch's dw_mode asks).
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
@@ -25,6 +25,7 @@
 #else
 #include "block_gemm_wgmma.cuh"
 #endif
+#include "../runtime/k_chunks.h"
 #include "../runtime/regions.h"
 #include "row_segments.cuh"
 
@@ -93,14 +94,25 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
   const int64_t kw = d.slots[w.slot].dim1, nw = d.slots[w.slot].cols;
   const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
-  // Output columns [c0, c1): a block starts on a 16-byte boundary (16-byte row vectors in the epilogue).
+  // Output columns [c0, c1): a block starts on a 16-byte boundary (16-byte row vectors in the epilogue). K: the
+  // input's columns [ka, kb), all of K unless the task is one of a chain of K chunks (runtime/k_chunks.h).
   const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
-  if (!FullCols(d, in) || out.slot >= ssc::kSlotCount || d.slots[out.slot].cols != uint64_t(n) || in.cols != k ||
-      out.cols == 0 || c1 > n || (c0 % 8) != 0 || !SameRows(in, out))
+  rt::KChunk kc;
+  if (in.slot >= ssc::kSlotCount || d.slots[in.slot].cols != uint64_t(k) || !rt::KChunkOf(t, uint64_t(k), &kc) ||
+      out.slot >= ssc::kSlotCount || d.slots[out.slot].cols != uint64_t(n) || out.cols == 0 || c1 > n ||
+      (c0 % 8) != 0 || !SameRows(in, out) ||
+      ((kc.reads_sum || kc.writes_sum) && d.slots[ssc::kSlotGmmPartial].cols != uint64_t(n)))
     return rt::kErrRegion;
+  const int32_t ka = int32_t(kc.k0), kb = int32_t(kc.k0 + kc.kn);
   const T* x = d.Slot<T>(in.slot);
   T* y = d.Slot<T>(out.slot);
   const T* weights = d.Slot<T>(w.slot);
+  float* sum = d.Slot<float>(ssc::kSlotGmmPartial);  // the chunks' running sum, rows as the output's
+  // A tile starts from zero, or from the running sum of the chunks before this one.
+  auto start = [&](auto& g, uint64_t r0, int64_t m0, int64_t n0, int64_t m) {
+    if (kc.reads_sum) g.LoadSum(sum + r0 * n, n, m0, n0, m, c1);
+    else g.Zero();
+  };
 #if HPMOE_GEMM_WS
   BlockGemmWs<T, false, kTransB> g(smem);
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
@@ -117,13 +129,17 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       g,
       [&] {
         return walk([&](uint32_t e, uint64_t r0, int64_t, int64_t m0, int64_t n0) {
-          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), ka, kb);
         });
       },
       [&] {
         return walk([&](uint32_t, uint64_t r0, int64_t m, int64_t m0, int64_t n0) {
-          g.Zero();
-          g.template Consume<false>(0, int32_t(k));
+          start(g, r0, m0, n0, m);
+          g.template Consume<false>(ka, kb);
+          if (kc.writes_sum) {
+            g.Write(sum + r0 * n, n, m0, n0, m, c1, StoreFp32{});
+            return;
+          }
 #if HPMOE_GEMM_STAGED_EPILOGUE
           g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
 #else
@@ -146,9 +162,13 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
-          g.Zero();
-          if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
-          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          start(g, r0, m0, n0, m);
+          if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), ka, kb);
+          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), ka, kb);
+          if (kc.writes_sum) {
+            g.Write(sum + r0 * n, n, m0, n0, m, c1, StoreFp32{});
+            continue;
+          }
 #if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
           g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
 #elif HPMOE_GEMM_STAGED_EPILOGUE
@@ -182,9 +202,10 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
     const Stored<T> b{weights + int64_t(e) * kw * nw, nw, kw, nw};
     for (int64_t m0 = 0; m0 < m; m0 += kBM) {
       for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
-        g.Zero();
-        g.Accumulate(a, b, m0, n0, 0, k);
-        g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
+        start(g, r0, m0, n0, m);
+        g.Accumulate(a, b, m0, n0, ka, kb);
+        if (kc.writes_sum) g.Write(sum + r0 * n, n, m0, n0, m, c1, StoreFp32{});
+        else g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
       }
     }
   });

@@ -108,7 +108,8 @@ def lib() -> ctypes.CDLL:
 
 def config_words(cfg: MoeConfig) -> ctypes.Array:
     fields = cfg.ssc_fields()
-    return (ctypes.c_uint32 * 16)(*([fields[n] for n in CONFIG_FIELDS] + [0, 0]))
+    words = [fields[n] for n in CONFIG_FIELDS]
+    return (ctypes.c_uint32 * 16)(*(words + [0] * (16 - len(words))))
 
 
 class HeapLayout:
