@@ -5,16 +5,20 @@
 # build/op_host/cuda; any other NAME is build/NAME (carry build/NAME/op_host/{cuda,cpu}). Profile builds
 # (-DHPMOE_EXPERIMENT_PROFILE=1, tile_profile.cuh) also print their tile phases.
 #   BUILDS="head normal" SHAPES="mixtral-8x7b:4096 deepseek-v3:8192" REPS="1 2" benchmarks/cuda_op_build_ab.sh
+# A BUILDS entry NAME+ARGS runs build NAME with cuda_step_kernels.py's extra ARGS (commas for spaces), so that
+# schedules A/B too: BUILDS="normal normal+--gmm-k-block,4096".
 set -uo pipefail
 source "$(dirname "$0")/cuda_session_env.sh" op_build_ab
 for rep in ${REPS:-1 2}; do
   for shape in ${SHAPES:-mixtral-8x7b:4096 deepseek-v3:8192}; do
-    for build in ${BUILDS:-normal}; do
+    for entry in ${BUILDS:-normal}; do
+      build="${entry%%+*}"; extra=""; [ "$entry" = "$build" ] || extra="${entry#*+}"
       dir="$root/build"; [ "$build" = normal ] || dir="$root/build/$build"
-      log="$out/op_${shape/:/_}_${build}_$rep.txt"
+      log="$out/op_${shape/:/_}_${entry//[^A-Za-z0-9_.-]/_}_$rep.txt"
+      # shellcheck disable=SC2086  # the extra arguments split on the commas' spaces
       HPMOE_BUILD_DIR="$dir" python3 benchmarks/cuda_step_kernels.py --shape "$shape" --path hpmoe --steps "${STEPS:-3}" \
-        > "$log" 2>&1 || { echo "FAILED $shape $build"; tail -3 "$log"; continue; }
-      echo "$shape $build round $rep: $(grep -m1 WorkerKernel "$log" | awk '{print $1, $2, $3}') per step" \
+        ${extra//,/ } > "$log" 2>&1 || { echo "FAILED $shape $entry"; tail -3 "$log"; continue; }
+      echo "$shape $entry round $rep: $(grep -m1 WorkerKernel "$log" | awk '{print $1, $2, $3}') per step" \
         "| step $(grep -m1 'total GPU time' "$log" | awk '{print $1}') ms"
       grep -E "tile profile|pair profile" "$log" | tail -5
     done

@@ -86,32 +86,30 @@ __device__ __forceinline__ void WriteWeightGrad(const DeviceRank& d, uint32_t sl
   else write(d.Slot<float>(slot) + first, StoreGrad<T, float>{add});
 }
 
+// The tiles of a checked GMM task (RunGmm). A K chunk before or after others (k_chunks.h) ends with the running
+// sum's epilogue (BlockGemm::WriteChunk). One walk for both: a second inlined copy of the tile loop for chunks
+// raised the worker kernel's spills to 2092 bytes.
 template <class T, bool kTransB>
-__device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
+__device__ __forceinline__ int32_t RunGmmTiles(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t,
+                                               const rt::KChunk& kc) {
   const ssc::SscTensorRef& in = t.inputs[0];
   const ssc::SscTensorRef& w = t.inputs[1];
   const ssc::SscTensorRef& out = t.outputs[0];
-  if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
   const int64_t kw = d.slots[w.slot].dim1, nw = d.slots[w.slot].cols;
   const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
-  // Output columns [c0, c1): a block starts on a 16-byte boundary (16-byte row vectors in the epilogue). K: the
-  // input's columns [ka, kb), all of K unless the task is one of a chain of K chunks (runtime/k_chunks.h).
   const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
-  rt::KChunk kc;
-  if (in.slot >= ssc::kSlotCount || d.slots[in.slot].cols != uint64_t(k) || !rt::KChunkOf(t, uint64_t(k), &kc) ||
-      out.slot >= ssc::kSlotCount || d.slots[out.slot].cols != uint64_t(n) || out.cols == 0 || c1 > n ||
-      (c0 % 8) != 0 || !SameRows(in, out) ||
-      ((kc.reads_sum || kc.writes_sum) && d.slots[ssc::kSlotGmmPartial].cols != uint64_t(n)))
-    return rt::kErrRegion;
   const int32_t ka = int32_t(kc.k0), kb = int32_t(kc.k0 + kc.kn);
+  // Few registers live across the tiles (the tile loop's pressure sets the kernel's spills): one word of flags,
+  // the sum's address formed in the epilogue.
+  const uint32_t chunk = (kc.reads_sum ? 1u : 0u) | (kc.writes_sum ? 2u : 0u);
   const T* x = d.Slot<T>(in.slot);
   T* y = d.Slot<T>(out.slot);
   const T* weights = d.Slot<T>(w.slot);
-  float* sum = d.Slot<float>(ssc::kSlotGmmPartial);  // the chunks' running sum, rows as the output's
-  // A tile starts from zero, or from the running sum of the chunks before this one.
-  auto start = [&](auto& g, uint64_t r0, int64_t m0, int64_t n0, int64_t m) {
-    if (kc.reads_sum) g.LoadSum(sum + r0 * n, n, m0, n0, m, c1);
-    else g.Zero();
+  [[maybe_unused]] float* sum = d.Slot<float>(ssc::kSlotGmmPartial);  // the running sum, rows as the output's
+  // After a tile's K loop: its chunk's product plus the running sum of the chunks before it (k_chunks.h), in
+  // the registers (the warp-specialised tile's consumers; the block-wide tiles use WriteChunk).
+  [[maybe_unused]] auto add_sum = [&](auto& g, uint64_t r0, int64_t m0, int64_t n0, int64_t m) {
+    if (kc.reads_sum) g.AddSum(sum + r0 * n, n, m0, n0, m, c1);
   };
 #if HPMOE_GEMM_WS
   BlockGemmWs<T, false, kTransB> g(smem);
@@ -134,8 +132,9 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       },
       [&] {
         return walk([&](uint32_t, uint64_t r0, int64_t m, int64_t m0, int64_t n0) {
-          start(g, r0, m0, n0, m);
+          g.Zero();
           g.template Consume<false>(ka, kb);
+          add_sum(g, r0, m0, n0, m);
           if (kc.writes_sum) {
             g.Write(sum + r0 * n, n, m0, n0, m, c1, StoreFp32{});
             return;
@@ -162,11 +161,12 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
-          start(g, r0, m0, n0, m);
+          g.Zero();
           if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), ka, kb);
           else g.Accumulate(a, b, int32_t(m0), int32_t(n0), ka, kb);
-          if (kc.writes_sum) {
-            g.Write(sum + r0 * n, n, m0, n0, m, c1, StoreFp32{});
+          if (chunk) {
+            float* rows = d.Slot<float>(ssc::kSlotGmmPartial) + r0 * n;
+            g.WriteChunk(chunk & 1 ? rows : nullptr, chunk & 2 ? rows : nullptr, y + r0 * n, n, m0, n0, m, c1);
             continue;
           }
 #if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
@@ -202,14 +202,37 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
     const Stored<T> b{weights + int64_t(e) * kw * nw, nw, kw, nw};
     for (int64_t m0 = 0; m0 < m; m0 += kBM) {
       for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
-        start(g, r0, m0, n0, m);
+        g.Zero();
         g.Accumulate(a, b, m0, n0, ka, kb);
-        if (kc.writes_sum) g.Write(sum + r0 * n, n, m0, n0, m, c1, StoreFp32{});
-        else g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
+        if (chunk)
+          g.WriteChunk(chunk & 1 ? sum + r0 * n : nullptr, chunk & 2 ? sum + r0 * n : nullptr, y + r0 * n, n, m0, n0,
+                       m, c1);
+        else
+          g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
       }
     }
   });
 #endif
+}
+
+template <class T, bool kTransB>
+__device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& in = t.inputs[0];
+  const ssc::SscTensorRef& w = t.inputs[1];
+  const ssc::SscTensorRef& out = t.outputs[0];
+  if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
+  const int64_t kw = d.slots[w.slot].dim1, nw = d.slots[w.slot].cols;
+  const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
+  // Output columns [c0, c1): a block starts on a 16-byte boundary (16-byte row vectors in the epilogue). K: the
+  // input's columns, all of K unless the task is one of a chain of K chunks (runtime/k_chunks.h).
+  const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
+  rt::KChunk kc;
+  if (in.slot >= ssc::kSlotCount || d.slots[in.slot].cols != uint64_t(k) || !rt::KChunkOf(t, uint64_t(k), &kc) ||
+      out.slot >= ssc::kSlotCount || d.slots[out.slot].cols != uint64_t(n) || out.cols == 0 || c1 > n ||
+      (c0 % 8) != 0 || !SameRows(in, out) ||
+      ((kc.reads_sum || kc.writes_sum) && d.slots[ssc::kSlotGmmPartial].cols != uint64_t(n)))
+    return rt::kErrRegion;
+  return RunGmmTiles<T, kTransB>(d, smem, t, kc);
 }
 
 // nn.Linear's layout (kConfigWeightsTransposed) stores W[e] as [N, K]: a GMM reads it as K-major B, which is

@@ -3,9 +3,9 @@
 //   chunk 0           reads its K columns of the input,            writes the fp32 sum into kSlotGmmPartial;
 //   chunk j (middle)  also reads that sum (input 3) and adds to it, writes it back;
 //   the last chunk    also reads the sum, writes the output rounded once, as the K-whole task does.
-// Each chunk waits on the one before it (the compiler's chain event), so the sum is formed in one fixed order:
-// results are deterministic, and bitwise equal to the K-whole tile's wherever a tile keeps its accumulators in
-// fp32 across K (the GPU tiles: loading the sum into the accumulators continues the same fp32 additions).
+// Each chunk waits on the one before it (the compiler's chain event), so the sum is formed in one fixed order,
+// (((p0 + p1) + p2) ...) of the chunks' fp32 products: results are deterministic. (Not bitwise the K-whole
+// tile's: starting a chunk's accumulators from the sum would be, but made ptxas serialise the GPU's wgmma.)
 // Why: claimed in (chunk, column block) order, the tasks that read one input chunk run together and share it in
 // L2; K-whole, the column blocks of a wide expert read the whole input row tile again each at their own pace
 // (Mixtral-8x22B's backward read 31 GB in its data-gradient GEMMs against about 6 compulsory; docs/cuda.md).
