@@ -26,13 +26,12 @@ def warm_deepseek_step(tokens: int):
     return warm_step("deepseek-v3", tokens, "hpmoe")
 
 
-def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = None, num_aiv: int | None = None,
-              gmm_k_block: int | None = None):
+def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = None, num_aiv: int | None = None):
     """A step function of `path` at `model`'s expert shapes (EP 1, random routing) and the step's inputs,
     after 3 warm-up steps: (module or step callable, x, topk_ids, topk_weights, dy). The module is called
     as m(x, ids, w)."""
     h, inter, E, k = SHAPES[model]
-    m = MoEFFN(h, inter, E, k, first_gmm_pool=first_gmm_pool, num_aiv=num_aiv, gmm_k_block=gmm_k_block)
+    m = MoEFFN(h, inter, E, k, first_gmm_pool=first_gmm_pool, num_aiv=num_aiv)
     if path == "torch":  # the same parameters as the PyTorch path's own leaves
         w1, w2 = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
         m = lambda x, ids, w: moe_ffn_torch(x, w1, w2, ids.long(), w)  # noqa: E731
@@ -52,15 +51,12 @@ def main() -> int:
     p.add_argument("--path", choices=("hpmoe", "torch"), default="hpmoe")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--num-aiv", type=int, default=None, help="MoEFFN(num_aiv=...): vector-queue blocks (default: its rule)")
-    p.add_argument("--gmm-k-block", type=int, default=None,
-                   help="MoEFFN(gmm_k_block=...): K chunk of GMM2 and the gate gradient (0: K whole; default: its rule)")
     add_first_gmm_pool_arg(p)
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     if model not in SHAPES:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
-    m, x, ids, w, dy = warm_step(model, int(tokens), args.path, auto_choice(args.first_gmm_pool), args.num_aiv,
-                                 args.gmm_k_block)
+    m, x, ids, w, dy = warm_step(model, int(tokens), args.path, auto_choice(args.first_gmm_pool), args.num_aiv)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)

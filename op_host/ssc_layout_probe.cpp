@@ -30,7 +30,7 @@ int main() {
   OFF(SscConfig, ep) OFF(SscConfig, tokens) OFF(SscConfig, hidden) OFF(SscConfig, inter)
   OFF(SscConfig, experts_per_rank) OFF(SscConfig, topk) OFF(SscConfig, dtype) OFF(SscConfig, tile_m)
   OFF(SscConfig, recv_rows_per_src) OFF(SscConfig, wgrad_tile) OFF(SscConfig, token_tile) OFF(SscConfig, num_aic)
-  OFF(SscConfig, num_aiv) OFF(SscConfig, flags) OFF(SscConfig, gmm_k_block)
+  OFF(SscConfig, num_aiv) OFF(SscConfig, flags)
   OFF(SscTensor, slot) OFF(SscTensor, role) OFF(SscTensor, dtype) OFF(SscTensor, flags) OFF(SscTensor, ndim)
   OFF(SscTensor, dims) OFF(SscTensor, bytes) OFF(SscTensor, name)
   OFF(SscTensorRef, slot) OFF(SscTensorRef, flags) OFF(SscTensorRef, rank) OFF(SscTensorRef, row_offset)

@@ -20,7 +20,7 @@ static_assert(sizeof(kTaskTypeNames) / sizeof(kTaskTypeNames[0]) == kTaskTypeCou
 const char* const kSlotNames[kSlotCount] = {
     "x", "topk_ids", "topk_weights", "w1", "w2", "send_rows", "send_counts", "recv_counts", "peer_ready",
     "recv_x", "h", "a", "y_expert", "ret_y", "y", "dy", "recv_dy", "da", "dh", "dx_expert", "ret_dx", "dx",
-    "dw1", "dw2", "dtopk_weights", "token_rows", "gmm_partial"};
+    "dw1", "dw2", "dtopk_weights", "token_rows"};
 
 bool IsCubeTask(uint32_t type) {
   return type == kTaskGmm || type == kTaskGmmTransB || type == kTaskGmmWeightGrad || type == kTaskGmmSwiglu ||
@@ -212,7 +212,6 @@ std::string CheckConfig(const SscView& view, const SscConfig& expected) {
   HPMOE_CHECK_FIELD(num_aic)
   HPMOE_CHECK_FIELD(num_aiv)
   HPMOE_CHECK_FIELD(flags)
-  HPMOE_CHECK_FIELD(gmm_k_block)
 #undef HPMOE_CHECK_FIELD
   return "";
 }
@@ -247,7 +246,7 @@ std::string SscToJson(const SscView& v) {
     << ",\"inter\":" << c.inter << ",\"experts_per_rank\":" << c.experts_per_rank << ",\"topk\":" << c.topk
     << ",\"dtype\":" << c.dtype << ",\"tile_m\":" << c.tile_m << ",\"recv_rows_per_src\":" << c.recv_rows_per_src
     << ",\"wgrad_tile\":" << c.wgrad_tile << ",\"token_tile\":" << c.token_tile << ",\"num_aic\":" << c.num_aic
-    << ",\"num_aiv\":" << c.num_aiv << ",\"flags\":" << c.flags << ",\"gmm_k_block\":" << c.gmm_k_block << "},\"tensors\":[";
+    << ",\"num_aiv\":" << c.num_aiv << ",\"flags\":" << c.flags << "},\"tensors\":[";
   for (uint32_t i = 0; i < v.num_tensors; ++i) {
     const SscTensor& t = v.tensors[i];
     o << (i ? "," : "") << "{\"slot\":\"" << SlotName(t.slot) << "\",\"role\":" << t.role << ",\"dtype\":" << t.dtype

@@ -17,8 +17,7 @@ namespace ssc {
 
 constexpr uint32_t kMagic = 0x434D5348u;  // "HSMC" read as little-endian bytes 'H','S','M','C'
 constexpr uint16_t kVersionMajor = 1;     // bumped when a record changes; readers refuse other majors
-constexpr uint16_t kVersionMinor = 3;     // 1: kTaskAdd; 2: kTaskGmmSwiglu, kTaskGmmSwigluGrad, kConfigFusedSwiglu;
-                                          // 3: SscConfig.gmm_k_block, kSlotGmmPartial
+constexpr uint16_t kVersionMinor = 2;     // 1: kTaskAdd; 2: kTaskGmmSwiglu, kTaskGmmSwigluGrad, kConfigFusedSwiglu
 
 // Limits, named so that the writer, the validator and every reader agree.
 constexpr uint32_t kMaxInputs = 4;        // tensor regions a task reads
@@ -97,10 +96,7 @@ enum SlotId : uint32_t {
   kSlotDW2 = 23,           // [E_local, I, h] (W2's layout)
   kSlotDTopkWeights = 24,  // [T, k] fp32
   kSlotTokenRows = 25,     // [T, k] int32: row of (t, j) in this rank's return buffers (ret_y, ret_dx)
-  kSlotGmmPartial = 26,    // [ep*C, h] fp32 when config.gmm_k_block splits K (else no rows): the running sum of a
-                           // second GMM (GMM2, the gate gradient) whose K runs in chunks, one task per chunk, each
-                           // adding its chunk to the sum the task before it left (runtime/k_chunks.h)
-  kSlotCount = 27
+  kSlotCount = 26
 };
 
 enum TensorRole : uint32_t {
@@ -164,8 +160,7 @@ struct SscConfig {
   uint32_t num_aic;            // AIC workers (A3: 25)
   uint32_t num_aiv;            // AIV workers (A3: 50)
   uint32_t flags;              // ConfigFlags
-  uint32_t gmm_k_block;        // K per task of a second GMM whose K is longer (0: K whole; runtime/k_chunks.h)
-  uint32_t reserved[1];
+  uint32_t reserved[2];
 };
 static_assert(sizeof(SscConfig) == 64, "SscConfig layout changed: bump kVersionMajor");
 

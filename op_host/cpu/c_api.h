@@ -27,7 +27,7 @@ int hpmoe_cpu_plan_range(uint32_t tokens, uint32_t topk, uint32_t ep, uint32_t e
                          uint32_t align, uint32_t token_begin, uint32_t token_end, const int32_t* ids,
                          int32_t* send_counts, int32_t* send_rows, int32_t* token_rows, uint32_t* need, int64_t* bad_id);
 
-// config16: the 16 uint32 of ssc::SscConfig. Fills offsets/bytes of the kSlotCount slots, the two counter offsets,
+// config16: the 16 uint32 of ssc::SscConfig. Fills offsets/bytes of the 26 slots, the two counter offsets,
 // and the size of one rank's segment.
 int hpmoe_cpu_layout(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd, uint64_t* slot_offsets,
                      uint64_t* slot_bytes, uint64_t* counter_offsets, uint64_t* segment_bytes, char* err, int errlen);

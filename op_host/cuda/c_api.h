@@ -41,7 +41,7 @@ int hpmoe_cuda_read(void* group, uint32_t rank, uint32_t slot, void* dst, uint64
 int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* options, float* ms_per_rank, char* err,
                    int errlen);
 // Enqueues one launch of `direction` on local `rank` on `stream` (a cudaStream_t; NULL = the legacy default
-// stream) without waiting: bound[kSlotCount] device addresses used in place of heap slots (0 = the heap slot; only
+// stream) without waiting: bound[26] device addresses used in place of heap slots (0 = the heap slot; only
 // slots no peer writes), dw_mode: how the weight gradient reaches bound DW1/DW2 (bit 0: rounded to the model
 // dtype, else fp32; bit 1: added to what they hold; kDwModelDtype/kDwAccumulate in device_rank.cuh); plan: build
 // the routing plan on the device from TOPK_IDS first (forward). A failure is reported by hpmoe_cuda_poll.

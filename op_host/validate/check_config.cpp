@@ -16,12 +16,7 @@ std::string CheckConfigRecord(const SscConfig& c) {
     return "config field flags: fused SwiGLU without mixed queues (only the CPU twin and CUDA run it)";
   if ((c.flags & kConfigFusedSwiglu) && c.inter % kFusedSwigluGroup != 0)
     return Format("config field inter: %u, fused SwiGLU needs a multiple of %u", c.inter, kFusedSwigluGroup);
-  if (c.reserved[0] != 0) return "config field reserved: not zero";
-  // K chunks (runtime/k_chunks.h): whole K steps of a GPU tile, claimed in chain order from the pool.
-  if (c.gmm_k_block % 64 != 0) return Format("config field gmm_k_block: %u is not a multiple of 64", c.gmm_k_block);
-  if (c.gmm_k_block != 0 && ((c.flags & (kConfigMixedQueues | kConfigClaimPool)) !=
-                                 (kConfigMixedQueues | kConfigClaimPool) || (c.flags & kConfigRowPipelines)))
-    return "config field gmm_k_block: K chunks need mixed queues and the claim pool without row pipelines";
+  if (c.reserved[0] != 0 || c.reserved[1] != 0) return "config field reserved: not zero";
   if (c.hidden % c.wgrad_tile != 0 || c.inter % c.wgrad_tile != 0)
     return Format("config field wgrad_tile: %u does not divide hidden=%u and inter=%u", c.wgrad_tile, c.hidden, c.inter);
   if (c.topk > uint64_t(c.ep) * c.experts_per_rank)

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "../runtime/k_chunks.h"
 #include "../runtime/regions.h"
 #include "../runtime/routing_plan.h"
 #include "../runtime/status.h"
@@ -114,32 +113,22 @@ int32_t RunGmm(const RankContext& ctx, WorkerScratch& s, const ssc::SscTask& t, 
   const bool transposed = (ctx.cfg.flags & ssc::kConfigWeightsTransposed) != 0;
   const uint64_t kw = transposed ? ws.dims[2] : ws.dims[1], nw = transposed ? ws.dims[1] : ws.dims[2];
   const uint64_t k = trans_b ? nw : kw, n = trans_b ? kw : nw;
-  // The output is a column block [c0, c0 + nb) of the row tile (gmm_split.py), the whole width by default; the
-  // task's K is the input's columns [k0, k0 + kn), all of K unless it is one of a chain of K chunks (k_chunks.h).
+  // The output is a column block [c0, c0 + nb) of the row tile (gmm_split.py), the whole width by default.
   const uint64_t c0 = out.col_offset, nb = out.cols;
-  rt::KChunk kc;
-  if (in.slot == ssc::kNoSlot || out.slot == ssc::kNoSlot || ctx.Cols(in.slot) != k || !rt::KChunkOf(t, k, &kc) ||
-      ctx.Cols(out.slot) != n || nb == 0 || c0 + nb > n || !SameRows(in, out))
+  if (in.slot == ssc::kNoSlot || out.slot == ssc::kNoSlot || !FullCols(ctx, in) || ctx.Cols(out.slot) != n ||
+      in.cols != k || nb == 0 || c0 + nb > n || !SameRows(in, out))
     return rt::kErrRegion;
   const uint32_t out_dtype = ctx.DType(out.slot);
   const uint64_t es = DTypeBytes(out_dtype);
   return ForEachExpertSegment(ctx, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
     const uint64_t m = r1 - r0;
     int64_t lda;
-    const float* a = RowsF32(ctx, in.slot, r0, m, kc.k0, kc.kn, s.a, &lda);
-    // W[e]'s rows or columns c0.., and its K rows (GMM) or columns (GMM_TRANS_B) k0..
-    const float* b = ExpertWeightF32(ctx, s, w.slot, e) + (trans_b ? c0 * nw + kc.k0 : kc.k0 * nw + c0);
-    // fp32 outputs straight into place, unless the product is added to a running sum (which may be the output)
-    const bool direct = out_dtype == ssc::kFP32 && !kc.reads_sum;
-    float* c = direct ? reinterpret_cast<float*>(ctx.Row(out.slot, r0)) + c0 : s.out;
-    const int64_t ldc = direct ? int64_t(n) : int64_t(nb);
-    GemmRowMajor(int64_t(m), int64_t(nb), int64_t(kc.kn), a, lda, b, int64_t(nw), trans_b, c, ldc);
-    if (direct) return;
-    if (kc.reads_sum) {  // the chunks before this one, in K order: sum + this chunk's product, in fp32
-      const float* sum = reinterpret_cast<const float*>(ctx.Row(ssc::kSlotGmmPartial, r0)) + c0;
-      for (uint64_t i = 0; i < m; ++i)
-        for (uint64_t j = 0; j < nb; ++j) c[i * nb + j] = sum[i * n + j] + c[i * nb + j];
-    }
+    const float* a = RowsF32(ctx, in.slot, r0, m, 0, k, s.a, &lda);
+    const float* b = ExpertWeightF32(ctx, s, w.slot, e) + (trans_b ? c0 * nw : c0);  // rows or columns c0..
+    float* c = out_dtype == ssc::kFP32 ? reinterpret_cast<float*>(ctx.Row(out.slot, r0)) + c0 : s.out;
+    const int64_t ldc = out_dtype == ssc::kFP32 ? int64_t(n) : int64_t(nb);
+    GemmRowMajor(int64_t(m), int64_t(nb), int64_t(k), a, lda, b, int64_t(nw), trans_b, c, ldc);
+    if (out_dtype == ssc::kFP32) return;
     if (nb == n) {
       StoreF32(s.out, out_dtype, m * n, ctx.Row(out.slot, r0));
     } else {

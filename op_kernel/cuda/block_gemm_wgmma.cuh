@@ -6,8 +6,6 @@
 // per row) for column-major A and row-major B, so no operand is transposed in software.
 #pragma once
 
-#include <utility>
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
@@ -183,37 +181,6 @@ struct BlockGemm {
 
   // Accumulator layout of m64nNk16: warp w of a warpgroup holds rows 16w + lane/4 (+8); n8 block j holds
   // columns 8j + 2*(lane%4), +1 in d[4j..4j+3].
-  // Adds an fp32 running sum to the finished accumulators (a K chunk after the first, runtime/k_chunks.h): the
-  // chunk's product + the sum of the chunks before it, once, in fp32. After the pipeline's last wait, never
-  // before the K loop: accumulators defined by loads ahead of the first wgmma made ptxas serialise every wgmma
-  // of the kernel (advisory C7515). Rows and columns outside the valid part are left alone.
-  __device__ void AddSum(const float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
-    AddSumRows(c, ldc, m0, n0, m_valid, n_valid, threadIdx.x / 128);
-  }
-  __device__ void AddSumRows(const float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
-                             int wg) {
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
-    const int g = lane / 4, t = lane % 4;
-    constexpr int kGroup = 8;  // n8 blocks whose loads are in flight together: 32 registers, not 128 (spills)
-#pragma unroll
-    for (int j0 = 0; j0 < kBN / 8; j0 += kGroup) {
-      asm volatile("" ::: "memory");  // keeps the next group's loads from being hoisted above this one's adds
-#pragma unroll
-      for (int j = j0; j < j0 + kGroup; ++j) {
-        const int64_t n = n0 + 8 * j + 2 * t;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t m = m0 + 64 * wg + 16 * warp + g + 8 * h;
-          if (m < m_valid && n < n_valid) {
-            const float2 v = *reinterpret_cast<const float2*>(c + m * ldc + n);
-            d[4 * j + 2 * h] += v.x;
-            d[4 * j + 2 * h + 1] += v.y;
-          }
-        }
-      }
-    }
-  }
-
   template <class OutT, class Store>
   __device__ void Write(OutT* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid,
                         Store&& store) {
@@ -329,69 +296,6 @@ struct BlockGemm {
       }
     }
   }
-  // A K chunk's epilogue (runtime/k_chunks.h), block-wide after Accumulate (the stage slots idle): the tile's
-  // fp32 product is staged in shared memory, then each 4-column vector is added to the running sum of the
-  // chunks before it (`sum_in`, unless this is the first chunk: sum + product, in fp32) and leaves as the sum
-  // again (`sum_out`) or rounded once into the output `c`. `sum_in`, `sum_out` and `c` share the row stride
-  // `ldc` and the tile's coordinates. Through shared memory, not added in the registers: that raised the worker
-  // kernel's spills from 188 to 420 bytes and slowed the K-whole tiles too (and loading the sum into the
-  // accumulators before the K loop made ptxas serialise every wgmma, advisory C7515).
-  static constexpr uint32_t kRowBytesF32 = kBN * 4 + 32;
-  template <int... J>
-  __device__ __forceinline__ void StageF32(uint32_t base, std::integer_sequence<int, J...>) {
-    (StagePairsF32<J>(base), ...);
-  }
-  template <int J>
-  __device__ __forceinline__ void StagePairsF32(uint32_t base) {  // n8 block J: rows g and g + 8
-    asm volatile("st.shared.v2.f32 [%0+%3], {%1, %2};" ::"r"(base), "f"(d[4 * J]), "f"(d[4 * J + 1]), "n"(32 * J)
-                 : "memory");
-    asm volatile("st.shared.v2.f32 [%0+%3], {%1, %2};" ::"r"(base), "f"(d[4 * J + 2]), "f"(d[4 * J + 3]),
-                 "n"(8 * kRowBytesF32 + 32 * J) : "memory");
-  }  // 32 bytes of padding: a warp's pairs in 2 wavefronts
-  static_assert(kBM * kRowBytesF32 <= kStages * kStageBytes, "the fp32 tile fits the stage slots");
-  __device__ void WriteChunk(const float* sum_in, float* sum_out, T* c, int64_t ldc, int64_t m0, int64_t n0,
-                             int64_t m_valid, int64_t n_valid) {
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
-    // One base address; every pair's offset is an immediate of the store (64 computed addresses spilled).
-    StageF32(smem + (64 * wg + 16 * warp + lane / 4) * kRowBytesF32 + (lane % 4) * 8,
-             std::make_integer_sequence<int, kBN / 8>{});
-    __syncthreads();
-    constexpr int kVecs = kBN / 4;  // 4-column vectors per row
-    const bool aligned = (ldc & 3) == 0 && ((reinterpret_cast<uintptr_t>(sum_in) | reinterpret_cast<uintptr_t>(sum_out) |
-                                             reinterpret_cast<uintptr_t>(c)) & 15) == 0;
-    for (int i = threadIdx.x; i < kBM * kVecs; i += blockDim.x) {
-      const int row = i / kVecs, v = i % kVecs;
-      const int64_t m = m0 + row, n = n0 + 4 * v;
-      if (m >= m_valid || n >= n_valid) continue;
-      float p[4];
-      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];"
-                   : "=f"(p[0]), "=f"(p[1]), "=f"(p[2]), "=f"(p[3])
-                   : "r"(smem + row * kRowBytesF32 + v * 16) : "memory");
-      const int64_t at = m * ldc + n;
-      const int cols = n_valid - n < 4 ? int(n_valid - n) : 4;
-      if (aligned && cols == 4) {
-        if (sum_in != nullptr) {
-          const float4 s4 = *reinterpret_cast<const float4*>(sum_in + at);
-          p[0] = s4.x + p[0], p[1] = s4.y + p[1], p[2] = s4.z + p[2], p[3] = s4.w + p[3];
-        }
-        if (sum_out != nullptr) {
-          *reinterpret_cast<float4*>(sum_out + at) = make_float4(p[0], p[1], p[2], p[3]);
-        } else {
-          T q[4] = {FromF<T>(p[0]), FromF<T>(p[1]), FromF<T>(p[2]), FromF<T>(p[3])};
-          *reinterpret_cast<uint2*>(c + at) = *reinterpret_cast<const uint2*>(q);
-        }
-        continue;
-      }
-      for (int e = 0; e < cols; ++e) {  // an unaligned row or a ragged edge, element by element
-        const float value = sum_in != nullptr ? sum_in[at + e] + p[e] : p[e];
-        if (sum_out != nullptr) sum_out[at + e] = value;
-        else c[at + e] = FromF<T>(value);
-      }
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
-    __syncthreads();
-  }
-
   // The staged rows at `base` to c as 16-byte vectors (element by element at a ragged or unaligned edge);
   // kCols staged columns per row, rows kCols * 2 + 16 bytes apart.
   template <int kCols = kBN>

@@ -175,9 +175,6 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
                         Store&& store) {
     this->WriteRows(c, ldc, m0, n0, m_valid, n_valid, store, wg);
   }
-  __device__ void AddSum(const float* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
-    this->AddSumRows(c, ldc, m0, n0, m_valid, n_valid, wg);
-  }
 };
 
 // Runs a task in the two roles: producer() in warpgroup 0, consumer() in the others, each walking the task's

@@ -46,7 +46,7 @@ __host__ __device__ constexpr bool BindableSlot(uint32_t slot) {
 // ep > 1, written by peers (at ep 1 a put to this rank writes the slot's own address).
 __host__ __device__ constexpr bool PlaceableSlot(uint32_t slot, uint32_t ep) {
   return slot == ssc::kSlotYExpert || slot == ssc::kSlotDA || slot == ssc::kSlotDH || slot == ssc::kSlotDxExpert ||
-         slot == ssc::kSlotGmmPartial || (ep == 1 && (slot == ssc::kSlotRecvDy || slot == ssc::kSlotRetDx));
+         (ep == 1 && (slot == ssc::kSlotRecvDy || slot == ssc::kSlotRetDx));
 }
 
 enum CudaFault : uint32_t {

@@ -1,5 +1,5 @@
-// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole or one K chunk of a
-// chain, runtime/k_chunks.h; a column block of the expert width: the whole width unless the compiler split it, scheduler/hpmoe/gmm_split.py) and GMM_WEIGHT_GRAD
+// The cube-role handlers: GMM and GMM_TRANS_B (per expert segment of a row tile, K whole, a column block of the
+// expert width: the whole width unless the compiler split it, scheduler/hpmoe/gmm_split.py) and GMM_WEIGHT_GRAD
 // (dW[e][block] over all rows of expert e, slots 0..ep-1 in order, into DW1/DW2 as the launch's dw_mode asks).
 // Region checks mirror the CPU twin's (op_kernel/cpu/handlers_compute.cpp); a mismatch is kErrRegion.
 #pragma once
@@ -25,7 +25,6 @@
 #else
 #include "block_gemm_wgmma.cuh"
 #endif
-#include "../runtime/k_chunks.h"
 #include "../runtime/regions.h"
 #include "row_segments.cuh"
 
@@ -86,31 +85,22 @@ __device__ __forceinline__ void WriteWeightGrad(const DeviceRank& d, uint32_t sl
   else write(d.Slot<float>(slot) + first, StoreGrad<T, float>{add});
 }
 
-// The tiles of a checked GMM task (RunGmm). A K chunk before or after others (k_chunks.h) ends with the running
-// sum's epilogue (BlockGemm::WriteChunk). One walk for both: a second inlined copy of the tile loop for chunks
-// raised the worker kernel's spills to 2092 bytes.
 template <class T, bool kTransB>
-__device__ __forceinline__ int32_t RunGmmTiles(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t,
-                                               const rt::KChunk& kc) {
+__device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
   const ssc::SscTensorRef& in = t.inputs[0];
   const ssc::SscTensorRef& w = t.inputs[1];
   const ssc::SscTensorRef& out = t.outputs[0];
+  if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
   const int64_t kw = d.slots[w.slot].dim1, nw = d.slots[w.slot].cols;
   const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
+  // Output columns [c0, c1): a block starts on a 16-byte boundary (16-byte row vectors in the epilogue).
   const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
-  const int32_t ka = int32_t(kc.k0), kb = int32_t(kc.k0 + kc.kn);
-  // Few registers live across the tiles (the tile loop's pressure sets the kernel's spills): one word of flags,
-  // the sum's address formed in the epilogue.
-  const uint32_t chunk = (kc.reads_sum ? 1u : 0u) | (kc.writes_sum ? 2u : 0u);
+  if (!FullCols(d, in) || out.slot >= ssc::kSlotCount || d.slots[out.slot].cols != uint64_t(n) || in.cols != k ||
+      out.cols == 0 || c1 > n || (c0 % 8) != 0 || !SameRows(in, out))
+    return rt::kErrRegion;
   const T* x = d.Slot<T>(in.slot);
   T* y = d.Slot<T>(out.slot);
   const T* weights = d.Slot<T>(w.slot);
-  [[maybe_unused]] float* sum = d.Slot<float>(ssc::kSlotGmmPartial);  // the running sum, rows as the output's
-  // After a tile's K loop: its chunk's product plus the running sum of the chunks before it (k_chunks.h), in
-  // the registers (the warp-specialised tile's consumers; the block-wide tiles use WriteChunk).
-  [[maybe_unused]] auto add_sum = [&](auto& g, uint64_t r0, int64_t m0, int64_t n0, int64_t m) {
-    if (kc.reads_sum) g.AddSum(sum + r0 * n, n, m0, n0, m, c1);
-  };
 #if HPMOE_GEMM_WS
   BlockGemmWs<T, false, kTransB> g(smem);
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
@@ -127,18 +117,13 @@ __device__ __forceinline__ int32_t RunGmmTiles(const DeviceRank& d, uint8_t* sme
       g,
       [&] {
         return walk([&](uint32_t e, uint64_t r0, int64_t, int64_t m0, int64_t n0) {
-          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), ka, kb);
+          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), 0, int32_t(k));
         });
       },
       [&] {
         return walk([&](uint32_t, uint64_t r0, int64_t m, int64_t m0, int64_t n0) {
           g.Zero();
-          g.template Consume<false>(ka, kb);
-          add_sum(g, r0, m0, n0, m);
-          if (kc.writes_sum) {
-            g.Write(sum + r0 * n, n, m0, n0, m, c1, StoreFp32{});
-            return;
-          }
+          g.template Consume<false>(0, int32_t(k));
 #if HPMOE_GEMM_STAGED_EPILOGUE
           g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
 #else
@@ -162,13 +147,8 @@ __device__ __forceinline__ int32_t RunGmmTiles(const DeviceRank& d, uint8_t* sme
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
           g.Zero();
-          if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), ka, kb);
-          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), ka, kb);
-          if (chunk) {
-            float* rows = d.Slot<float>(ssc::kSlotGmmPartial) + r0 * n;
-            g.WriteChunk(chunk & 1 ? rows : nullptr, chunk & 2 ? rows : nullptr, y + r0 * n, n, m0, n0, m, c1);
-            continue;
-          }
+          if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
 #if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
           g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
 #elif HPMOE_GEMM_STAGED_EPILOGUE
@@ -203,36 +183,12 @@ __device__ __forceinline__ int32_t RunGmmTiles(const DeviceRank& d, uint8_t* sme
     for (int64_t m0 = 0; m0 < m; m0 += kBM) {
       for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
         g.Zero();
-        g.Accumulate(a, b, m0, n0, ka, kb);
-        if (chunk)
-          g.WriteChunk(chunk & 1 ? sum + r0 * n : nullptr, chunk & 2 ? sum + r0 * n : nullptr, y + r0 * n, n, m0, n0,
-                       m, c1);
-        else
-          g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
+        g.Accumulate(a, b, m0, n0, 0, k);
+        g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
       }
     }
   });
 #endif
-}
-
-template <class T, bool kTransB>
-__device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
-  const ssc::SscTensorRef& in = t.inputs[0];
-  const ssc::SscTensorRef& w = t.inputs[1];
-  const ssc::SscTensorRef& out = t.outputs[0];
-  if (w.slot != ssc::kSlotW1 && w.slot != ssc::kSlotW2) return rt::kErrRegion;
-  const int64_t kw = d.slots[w.slot].dim1, nw = d.slots[w.slot].cols;
-  const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
-  // Output columns [c0, c1): a block starts on a 16-byte boundary (16-byte row vectors in the epilogue). K: the
-  // input's columns, all of K unless the task is one of a chain of K chunks (runtime/k_chunks.h).
-  const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
-  rt::KChunk kc;
-  if (in.slot >= ssc::kSlotCount || d.slots[in.slot].cols != uint64_t(k) || !rt::KChunkOf(t, uint64_t(k), &kc) ||
-      out.slot >= ssc::kSlotCount || d.slots[out.slot].cols != uint64_t(n) || out.cols == 0 || c1 > n ||
-      (c0 % 8) != 0 || !SameRows(in, out) ||
-      ((kc.reads_sum || kc.writes_sum) && d.slots[ssc::kSlotGmmPartial].cols != uint64_t(n)))
-    return rt::kErrRegion;
-  return RunGmmTiles<T, kTransB>(d, smem, t, kc);
 }
 
 // nn.Linear's layout (kConfigWeightsTransposed) stores W[e] as [N, K]: a GMM reads it as K-major B, which is

@@ -6,7 +6,6 @@
 
 #include "../ssc_layout.h"
 #include "device.h"
-#include "k_chunks.h"
 
 namespace hpmoe {
 namespace rt {
@@ -57,7 +56,6 @@ HPMOE_DEVICE SlotSpec ExpectedSlotSpec(const ssc::SscConfig& c, uint32_t slot) {
     case kSlotDW1: return MakeSlotSpec(kFP32, false, E, w1_rows, w1_cols);
     case kSlotDW2: return MakeSlotSpec(kFP32, false, E, w2_rows, w2_cols);
     case kSlotDTopkWeights: return MakeSlotSpec(kFP32, false, T, k);
-    case kSlotGmmPartial: return MakeSlotSpec(kFP32, false, KChunked(c) ? R : 0, h);  // no bytes unless K is split
     default: return MakeSlotSpec(kINT32, false, T, k);  // kSlotTokenRows
   }
 }

@@ -50,12 +50,7 @@ constexpr TaskAccess kTaskAccess[] = {
     {ssc::kTaskDispatchPut, kAccessFwd | kAccessRemoteOutput,
      {HPMOE_B(X), HPMOE_B(SendRows), HPMOE_B(PeerReady), 0}, {HPMOE_B(RecvX), 0}},
     {ssc::kTaskGmm, kAccessFwd | kAccessUnfused, {HPMOE_B(RecvX), HPMOE_B(W1), HPMOE_B(RecvCounts), 0}, {HPMOE_B(H), 0}},
-    // GMM2 and the gate gradient K-whole or as one K chunk (k_chunks.h): a chunk after the first reads the
-    // running sum (input 3), a chunk before the last writes it instead of the output.
-    {ssc::kTaskGmm, kAccessFwd, {HPMOE_B(A), HPMOE_B(W2), HPMOE_B(RecvCounts), 0},
-     {HPMOE_B(YExpert) | HPMOE_B(GmmPartial), 0}},
-    {ssc::kTaskGmm, kAccessFwd, {HPMOE_B(A), HPMOE_B(W2), HPMOE_B(RecvCounts), HPMOE_B(GmmPartial)},
-     {HPMOE_B(YExpert) | HPMOE_B(GmmPartial), 0}},
+    {ssc::kTaskGmm, kAccessFwd, {HPMOE_B(A), HPMOE_B(W2), HPMOE_B(RecvCounts), 0}, {HPMOE_B(YExpert), 0}},
     {ssc::kTaskSwiglu, kAccessFwd | kAccessUnfused, {HPMOE_B(H), HPMOE_B(RecvCounts), 0, 0}, {HPMOE_B(A), 0}},
     // A column block (swiglu_block.h): H's gate and up columns of the block as two regions.
     {ssc::kTaskSwiglu, kAccessFwd | kAccessUnfused, {HPMOE_B(H), HPMOE_B(H), HPMOE_B(RecvCounts), 0}, {HPMOE_B(A), 0}},
@@ -69,10 +64,7 @@ constexpr TaskAccess kTaskAccess[] = {
      {HPMOE_B(Dy), HPMOE_B(TopkWeights), HPMOE_B(SendRows), HPMOE_B(PeerReady)}, {HPMOE_B(RecvDy), 0}},
     {ssc::kTaskGmmTransB, kAccessBwd | kAccessUnfused, {HPMOE_B(RecvDy), HPMOE_B(W2), HPMOE_B(RecvCounts), 0},
      {HPMOE_B(DA), 0}},
-    {ssc::kTaskGmmTransB, kAccessBwd, {HPMOE_B(DH), HPMOE_B(W1), HPMOE_B(RecvCounts), 0},
-     {HPMOE_B(DxExpert) | HPMOE_B(GmmPartial), 0}},
-    {ssc::kTaskGmmTransB, kAccessBwd, {HPMOE_B(DH), HPMOE_B(W1), HPMOE_B(RecvCounts), HPMOE_B(GmmPartial)},
-     {HPMOE_B(DxExpert) | HPMOE_B(GmmPartial), 0}},
+    {ssc::kTaskGmmTransB, kAccessBwd, {HPMOE_B(DH), HPMOE_B(W1), HPMOE_B(RecvCounts), 0}, {HPMOE_B(DxExpert), 0}},
     // dW[e][block] = in0[:, block]^T in1: dW2 = A^T dY, dW1 = X^T dH; transposed, dW2t = dY^T A, dW1t = dH^T X.
     {ssc::kTaskGmmWeightGrad, kAccessBwd | kAccessWeightsStd, {HPMOE_B(A), HPMOE_B(RecvDy), HPMOE_B(RecvCounts), 0},
      {HPMOE_B(DW2), 0}},

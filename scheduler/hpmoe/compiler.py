@@ -11,7 +11,6 @@ from .errors import ScheduleError
 from .events import Event, assign_events
 from .fill import ACT_TYPES, FUSED_TYPES, GMM_TYPES, fill_rank
 from .gmm_split import col_blocks
-from .k_chunks import k_chunks
 from .wgrad_split import wgrad_col_blocks
 from .graphs import build_graph
 from .odg import OperatorGraph
@@ -69,7 +68,7 @@ def _tensor_records(graph: OperatorGraph) -> np.ndarray:
 def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
     rec = np.zeros(len(graph.nodes), TILING_DTYPE)
     for node in graph.nodes:
-        out = node.outputs[0] if node.task_type in GMM_TYPES else node.outputs[-1]  # not a K chunk's running sum
+        out = node.outputs[-1]
         k = node.inputs[0].cols
         if node.task_type == TaskType.GMM_WEIGHT_GRAD:
             m, k = cfg.wgrad_tile, cfg.recv_rows
@@ -80,8 +79,6 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
         if node.task_type == TaskType.GMM_WEIGHT_GRAD:
             n = wgrad_col_blocks(cfg, out.cols)[0][1]
         elif node.task_type in GMM_TYPES:
-            if len(node.outputs) > 1:  # K chunks (k_chunks.py): a task's K is one chunk's
-                k = k_chunks(cfg, k)[0][1]
             n = col_blocks(cfg, out.cols, k)[0][1]
         elif node.task_type in FUSED_TYPES:  # GEMM output columns per task: H's gate and up, dA
             n = fused_blocks(cfg, node.task_type)[0][1] * (2 if node.task_type == TaskType.GMM_SWIGLU else 1)

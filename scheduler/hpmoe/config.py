@@ -12,7 +12,6 @@ from typing import Any, Mapping
 from .args import INT32_MAX, ValueCheckError, check_bool, check_choice, check_float, check_int, read_json
 from .act_split import check_block
 from .errors import ConfigError
-from .k_chunks import K_STEP
 from .ssc_format import (CONFIG_CLAIM_POOL, CONFIG_EXPERT_ALIGNED, CONFIG_FUSED_SWIGLU, CONFIG_INTERLEAVE,
                          CONFIG_MIXED_QUEUES, CONFIG_RATR, CONFIG_ROW_PIPELINES, CONFIG_WEIGHTS_TRANSPOSED,
                          FUSED_SWIGLU_GROUP, DType)
@@ -50,9 +49,6 @@ class MoeConfig:
     # The first GMM of each direction and its SwiGLU step in the claim pool too, in panel order (mixed queues
     # and claim pool, no row pipelines; worker_queues._first_stage); not in the SSC.
     first_gmm_pool: bool = False
-    # K per task of GMM2 and the gate gradient when their K is longer (0: K whole): a chain of K-chunk tasks
-    # per output tile (k_chunks.py; mixed queues and claim pool, no row pipelines). In the SSC's config record.
-    gmm_k_block: int = 0
 
     # ---- derived ------------------------------------------------------------------------------
     @property
@@ -127,7 +123,7 @@ class MoeConfig:
             "experts_per_rank": self.experts_per_rank, "topk": self.topk, "dtype": int(self.dtype_enum),
             "tile_m": self.tile_m, "recv_rows_per_src": self.recv_rows_per_src,
             "wgrad_tile": self.wgrad_tile, "token_tile": self.token_tile, "num_aic": self.num_aic,
-            "num_aiv": self.num_aiv, "flags": self.flags, "gmm_k_block": self.gmm_k_block,
+            "num_aiv": self.num_aiv, "flags": self.flags,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -167,7 +163,7 @@ INT_FIELDS = {"ep": (1, INT32_MAX), "tokens": (1, INT32_MAX), "hidden": (1, INT3
               "experts_per_rank": (1, INT32_MAX), "topk": (1, INT32_MAX), "tile_m": (1, INT32_MAX),
               "recv_rows_per_src": (0, INT32_MAX), "wgrad_tile": (0, INT32_MAX), "token_tile": (0, INT32_MAX),
               "num_aic": (1, MAX_WORKERS), "num_aiv": (1, MAX_WORKERS), "gmm_n_block": (0, INT32_MAX),
-              "act_n_block": (0, INT32_MAX), "wgrad_n_block": (0, INT32_MAX), "gmm_k_block": (0, INT32_MAX)}
+              "act_n_block": (0, INT32_MAX), "wgrad_n_block": (0, INT32_MAX)}
 
 
 def _check_fields(cfg: MoeConfig) -> None:
@@ -215,11 +211,6 @@ def resolve(cfg: MoeConfig) -> MoeConfig:
         raise ConfigError(f"act_n_block={cfg.act_n_block} is not a multiple of 8")
     if cfg.wgrad_n_block % 8:  # the same, for dW's column blocks
         raise ConfigError(f"wgrad_n_block={cfg.wgrad_n_block} is not a multiple of 8")
-    if cfg.gmm_k_block % K_STEP:
-        raise ConfigError(f"gmm_k_block={cfg.gmm_k_block} is not a multiple of {K_STEP} (a GPU tile's K step)")
-    if cfg.gmm_k_block and not (cfg.mixed_queues and cfg.claim_pool and not cfg.row_pipelines):
-        raise ConfigError("gmm_k_block needs mixed_queues and claim_pool without row_pipelines: the K chunks of a "
-                          "tile are claimed in chain order (CPU twin, CUDA)")
     changes: dict[str, Any] = {}
     wgrad = cfg.wgrad_tile or _default_wgrad_tile(cfg.hidden, cfg.inter)
     for dim_name in ("hidden", "inter"):
@@ -281,8 +272,7 @@ def config_from_ssc_fields(fields: Mapping[str, int]) -> MoeConfig:
     dtype = {v: k for k, v in DTYPE_NAMES.items()}.get(DType(fields["dtype"]))
     flags = int(fields["flags"])
     kwargs = {n: int(fields[n]) for n in ("ep", "tokens", "hidden", "inter", "experts_per_rank", "topk", "tile_m",
-                                           "recv_rows_per_src", "wgrad_tile", "token_tile", "num_aic", "num_aiv",
-                                           "gmm_k_block")}
+                                           "recv_rows_per_src", "wgrad_tile", "token_tile", "num_aic", "num_aiv")}
     return resolve(MoeConfig(dtype=dtype, ratr=bool(flags & CONFIG_RATR),
                              interleave=bool(flags & CONFIG_INTERLEAVE),
                              mixed_queues=bool(flags & CONFIG_MIXED_QUEUES),

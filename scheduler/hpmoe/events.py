@@ -4,8 +4,7 @@ For every region a task reads from a slot its graph writes, the producers are th
 overlap it; the regions of one slot a task reads count together (one wait). Each distinct producer set on a
 rank becomes one event counter on that rank (counters live where their consumers run); its threshold is the
 size of the set, and every producer in the set triggers it, with put_mem_signal when the producer runs on
-another rank. Many producers may trigger one counter; many consumers may wait on it. A carried region (the K
-chunks' running sum, k_chunks.py) is read from its latest earlier writer only: its writers are one chain.
+another rank. Many producers may trigger one counter; many consumers may wait on it.
 """
 from __future__ import annotations
 
@@ -14,7 +13,6 @@ import dataclasses
 from collections import defaultdict
 
 from .errors import ScheduleError
-from .k_chunks import CARRIED_SLOTS
 from .ssc_format import MAX_TRIGGERS, MAX_WAITS, Slot
 from .tasks import Ref, Task
 
@@ -60,17 +58,6 @@ class RegionIndex:
         return [(out, uid) for out, uid in self._items[key][lo:hi]
                 if out.row_offset + out.rows > row0 and out.col_offset < col1 and out.col_offset + out.cols > col0]
 
-    def latest_before(self, ref: Ref, uid: int) -> tuple[int, ...]:
-        """The writer of a carried region (k_chunks.CARRIED_SLOTS) that a task `uid` reads: the latest earlier
-        one. Its writers form a chain, each waiting on the one before, so this is the only wait needed."""
-        found = self.overlapping(ref)
-        if any(out[:6] != ref[:6] for out, _ in found):
-            raise ScheduleError(f"{ref.slot.name} region rows [{ref.row_offset}, {ref.row_end}) cols "
-                                f"[{ref.col_offset}, {ref.col_offset + ref.cols}) overlaps another region of it: "
-                                f"a carried region is written whole")
-        earlier = [w for _, w in found if w < uid]
-        return self.intern((max(earlier),)) if earlier else ()
-
     def intern(self, uids: tuple[int, ...]) -> tuple[int, ...]:
         """One object per distinct sorted uid set, so callers can key on id() instead of hashing long tuples."""
         return self._interned.setdefault(uids, uids)
@@ -81,18 +68,6 @@ class RegionIndex:
         if found is None:
             found = self._cache[ref] = self.intern(tuple(sorted({uid for _, uid in self.overlapping(ref)})))
         return found
-
-
-def _chain_inputs(task: Task, tasks: list[Task], index: RegionIndex) -> frozenset[Ref]:
-    """Regions a task reading a carried region need not wait on itself: those its chain predecessor (the
-    carried region's latest earlier writer, which it waits on) also reads, and so waited on, directly or
-    through its own predecessor (a K chunk's routing counts; its own input chunk differs, and is waited on)."""
-    for ref in task.inputs:
-        if ref.slot in CARRIED_SLOTS:
-            pred = index.latest_before(ref, task.uid)
-            if pred:
-                return frozenset(tasks[pred[0]].inputs) - {ref}
-    return frozenset()
 
 
 def assign_events(tasks: list[Task], internal_slots: set[Slot], ranks: list[int] | None = None
@@ -106,14 +81,13 @@ def assign_events(tasks: list[Task], internal_slots: set[Slot], ranks: list[int]
         if task.rank not in wanted:
             continue
         by_slot: dict[Slot, tuple[int, ...]] = {}
-        inherited = _chain_inputs(task, tasks, index)
         for ref in task.inputs:
-            if ref.slot not in internal_slots or ref in inherited:
+            if ref.slot not in internal_slots:
                 continue
             if ref.rank != task.rank:
                 raise ScheduleError(f"{task.describe()} reads {ref.slot.name} on rank {ref.rank}: "
                                     f"tasks read only local memory")
-            producers = index.latest_before(ref, task.uid) if ref.slot in CARRIED_SLOTS else index.producers(ref)
+            producers = index.producers(ref)
             if not producers:
                 raise ScheduleError(f"{task.describe()} reads {ref.slot.name} rows "
                                     f"[{ref.row_offset}, {ref.row_end}) that no task writes")

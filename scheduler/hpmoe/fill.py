@@ -12,7 +12,6 @@ from .config import MoeConfig
 from .errors import ScheduleError
 from .act_split import act_blocks, act_n_block, fused_blocks
 from .gmm_split import col_blocks
-from .k_chunks import SUM_SLOT, k_chunks
 from .wgrad_split import wgrad_col_blocks
 from .odg import OperatorGraph, OperatorNode, TensorSpec
 from .ssc_format import REF_GATHER, REF_REMOTE, REF_ROWS_DYNAMIC, QueueType, Slot, TaskType
@@ -143,21 +142,14 @@ def fill_row_tiled(f: Filler) -> None:
     if f.op.task_type in ACT_TYPES and act_n_block(f.cfg, f.op.task_type):
         fill_act_blocks(f)
         return
-    out, *carried = f.op.outputs  # a second GMM with K chunks also writes their running sum (k_chunks.py)
-    k = f.op.inputs[0].cols
-    chunks = k_chunks(f.cfg, k) if carried else [(0, k)]
-    blocks = col_blocks(f.cfg, out.cols, chunks[0][1]) if f.op.task_type in GMM_TYPES else [(0, out.cols)]
-    per_tile = len(blocks) * len(chunks)
+    (out,) = f.op.outputs
+    blocks = col_blocks(f.cfg, out.cols, f.op.inputs[0].cols) if f.op.task_type in GMM_TYPES else [(0, out.cols)]
     for i, (row0, rows, peer, chunk) in enumerate(f.row_tiles()):
         inputs = [_row_ref(f, t, row0, rows) for t in f.op.inputs]
         for j, (c0, cols) in enumerate(blocks):
             output = Ref(out.slot, f.rank, row0, rows, c0, cols, REF_ROWS_DYNAMIC)
-            total = Ref(SUM_SLOT, f.rank, row0, rows, c0, cols, REF_ROWS_DYNAMIC)
-            for q, (k0, kn) in enumerate(chunks):  # in K order: each chunk adds to the sum the one before left
-                first, last = q == 0, q == len(chunks) - 1
-                part = inputs if len(chunks) == 1 else [inputs[0]._replace(col_offset=k0, cols=kn), *inputs[1:]]
-                f.add(f.op.task_type, f.op.queue, (i * len(blocks) + j) * len(chunks) + q, f.op.task_num * per_tile,
-                      rows, part if first else part + [total], [output if last else total], peer=peer, chunk=chunk)
+            f.add(f.op.task_type, f.op.queue, i * len(blocks) + j, f.op.task_num * len(blocks), rows, inputs,
+                  [output], peer=peer, chunk=chunk)
 
 
 def fill_act_blocks(f: Filler) -> None:

@@ -8,7 +8,6 @@ rank s, sorted by local expert. See docs/design.md.
 from __future__ import annotations
 
 from .config import MoeConfig
-from .k_chunks import SUM_SLOT, k_chunked, k_chunks
 from .odg import OperatorGraph, OperatorNode, SplitSpec, TensorSpec
 from .ssc_format import DType, QueueType, Role, Slot, TaskType
 from .wgrad_split import wgrad_col_blocks
@@ -49,14 +48,8 @@ def tensor_specs(cfg: MoeConfig) -> dict[Slot, TensorSpec]:
         Slot.DW1: (w1, f32, Role.OUTPUT, False),
         Slot.DW2: (w2, f32, Role.OUTPUT, False),
         Slot.DTOPK_WEIGHTS: ((T, k), f32, Role.OUTPUT, False),
-        Slot.GMM_PARTIAL: ((R if k_chunked(cfg) else 0, h), f32, Role.WORKSPACE, False),
     }
     return {slot: TensorSpec(slot, shape, dtype, role, sym) for slot, (shape, dtype, role, sym) in spec.items()}
-
-
-def _second_gmm_outputs(cfg: MoeConfig, t: dict[Slot, TensorSpec], out: Slot, k: int) -> list[TensorSpec]:
-    """A second GMM's outputs: its own, and the running sum of its K chunks when K is split (k_chunks.py)."""
-    return [t[out]] + ([t[SUM_SLOT]] if len(k_chunks(cfg, k)) > 1 else [])
 
 
 def _row_tiles(cfg: MoeConfig) -> int:
@@ -70,7 +63,6 @@ def _row_split(*output_dims: int) -> SplitSpec:
 
 def build_forward_graph(cfg: MoeConfig) -> OperatorGraph:
     t = tensor_specs(cfg)
-    gmm2_out = _second_gmm_outputs(cfg, t, Slot.Y_EXPERT, cfg.inter)
     if cfg.fuse_swiglu:  # H is saved for the backward, in the interleaved column order (ssc_format)
         first = [OperatorNode("GMM1_SwiGLU", TaskType.GMM_SWIGLU, QueueType.CTQ,
                               [t[Slot.RECV_X], t[Slot.W1], t[Slot.RECV_COUNTS]], [t[Slot.H], t[Slot.A]],
@@ -87,8 +79,8 @@ def build_forward_graph(cfg: MoeConfig) -> OperatorGraph:
                      [t[Slot.PEER_READY], t[Slot.RECV_COUNTS], t[Slot.RECV_X]],
                      SplitSpec(None, (-1, -1, 0), _row_tiles)),
         *first,
-        OperatorNode("GMM2", TaskType.GMM, QueueType.CTQ, [t[Slot.A], t[Slot.W2], t[Slot.RECV_COUNTS]], gmm2_out,
-                     _row_split(*[0] * len(gmm2_out))),
+        OperatorNode("GMM2", TaskType.GMM, QueueType.CTQ,
+                     [t[Slot.A], t[Slot.W2], t[Slot.RECV_COUNTS]], [t[Slot.Y_EXPERT]], _row_split()),
         # Metadata inputs (weights of the top-k sum, row maps) are ignored by the split check.
         OperatorNode("Combine", TaskType.COMBINE_PUT, QueueType.VTQ,
                      [t[Slot.Y_EXPERT], t[Slot.RECV_COUNTS], t[Slot.TOPK_WEIGHTS], t[Slot.TOKEN_ROWS]],
@@ -106,7 +98,6 @@ def _weight_grad_tasks(cfg: MoeConfig, dw: TensorSpec) -> int:
 
 def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
     t = tensor_specs(cfg)
-    gate_grad_out = _second_gmm_outputs(cfg, t, Slot.DX_EXPERT, 2 * cfg.inter)
     # dW[e][block] = in0[:, block]^T in1 (fill_weight_grad). Transposed weights swap the operands, so each
     # tile holds rows of the [out, in] gradient: dW2t = dY^T A, dW1t = dH^T X (same products, same row order).
     if cfg.weights_transposed:
@@ -138,7 +129,7 @@ def build_backward_graph(cfg: MoeConfig) -> OperatorGraph:
                      SplitSpec(None, (0,), lambda c: _weight_grad_tasks(c, t[Slot.DW2]))),
         *swiglu_grad,
         OperatorNode("GMM_gate_grad", TaskType.GMM_TRANS_B, QueueType.CTQ,
-                     [t[Slot.DH], t[Slot.W1], t[Slot.RECV_COUNTS]], gate_grad_out, _row_split(*[0] * len(gate_grad_out))),
+                     [t[Slot.DH], t[Slot.W1], t[Slot.RECV_COUNTS]], [t[Slot.DX_EXPERT]], _row_split()),
         OperatorNode("GMM_w1_grad", TaskType.GMM_WEIGHT_GRAD, QueueType.CTQ,
                      w1_grad_in + [t[Slot.RECV_COUNTS]] + w1_wait, [t[Slot.DW1]],
                      SplitSpec(None, (0,), lambda c: _weight_grad_tasks(c, t[Slot.DW1]))),

@@ -12,7 +12,7 @@ import numpy as np
 
 MAGIC = 0x434D5348
 VERSION_MAJOR = 1
-VERSION_MINOR = 3
+VERSION_MINOR = 2
 
 MAX_INPUTS = 4
 MAX_OUTPUTS = 2
@@ -93,7 +93,6 @@ class Slot(enum.IntEnum):
     DW2 = 23
     DTOPK_WEIGHTS = 24
     TOKEN_ROWS = 25
-    GMM_PARTIAL = 26  # fp32 running sum of a second GMM whose K runs in chunks (config gmm_k_block)
 
 
 class Role(enum.IntEnum):
@@ -133,11 +132,11 @@ SECTION_COUNT = len(Section)
 
 CONFIG_FIELDS = (
     "ep", "tokens", "hidden", "inter", "experts_per_rank", "topk", "dtype", "tile_m",
-    "recv_rows_per_src", "wgrad_tile", "token_tile", "num_aic", "num_aiv", "flags", "gmm_k_block",
+    "recv_rows_per_src", "wgrad_tile", "token_tile", "num_aic", "num_aiv", "flags",
 )
 
 U32 = "<u4"
-CONFIG_DTYPE = np.dtype([(name, U32) for name in CONFIG_FIELDS] + [("reserved", U32, (1,))])
+CONFIG_DTYPE = np.dtype([(name, U32) for name in CONFIG_FIELDS] + [("reserved", U32, (2,))])
 SECTION_DTYPE = np.dtype([("offset", U32), ("count", U32), ("record_bytes", U32), ("reserved", U32)])
 HEADER_DTYPE = np.dtype([
     ("magic", U32), ("version_major", "<u2"), ("version_minor", "<u2"), ("header_bytes", U32),

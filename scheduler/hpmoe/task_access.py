@@ -40,10 +40,7 @@ TASK_ACCESS: tuple[Access, ...] = (
     _row(T.COUNT_PUT, F | R, [S.SEND_COUNTS, S.PEER_READY], [S.RECV_COUNTS]),
     _row(T.DISPATCH_PUT, F | R, [S.X, S.SEND_ROWS, S.PEER_READY], [S.RECV_X]),
     _row(T.GMM, F | U, [S.RECV_X, S.W1, S.RECV_COUNTS], [S.H]),
-    # GMM2 and the gate gradient K-whole or as one K chunk (k_chunks.py): a chunk after the first reads the
-    # running sum (input 3), a chunk before the last writes it instead of the output.
-    _row(T.GMM, F, [S.A, S.W2, S.RECV_COUNTS], [frozenset({S.Y_EXPERT, S.GMM_PARTIAL})]),
-    _row(T.GMM, F, [S.A, S.W2, S.RECV_COUNTS, S.GMM_PARTIAL], [frozenset({S.Y_EXPERT, S.GMM_PARTIAL})]),
+    _row(T.GMM, F, [S.A, S.W2, S.RECV_COUNTS], [S.Y_EXPERT]),
     _row(T.SWIGLU, F | U, [S.H, S.RECV_COUNTS], [S.A]),
     _row(T.SWIGLU, F | U, [S.H, S.H, S.RECV_COUNTS], [S.A]),  # column block: H gate, H up (act_split.py)
     _row(T.COMBINE_PUT, F | R, [S.Y_EXPERT, S.RECV_COUNTS], [S.RET_Y]),
@@ -51,8 +48,7 @@ TASK_ACCESS: tuple[Access, ...] = (
     _row(T.COMBINE_REDUCE, F, [S.RET_Y, S.TOPK_WEIGHTS, S.TOKEN_ROWS], [S.Y]),
     _row(T.BWD_DISPATCH_PUT, B | R, [S.DY, S.TOPK_WEIGHTS, S.SEND_ROWS, S.PEER_READY], [S.RECV_DY]),
     _row(T.GMM_TRANS_B, B | U, [S.RECV_DY, S.W2, S.RECV_COUNTS], [S.DA]),
-    _row(T.GMM_TRANS_B, B, [S.DH, S.W1, S.RECV_COUNTS], [frozenset({S.DX_EXPERT, S.GMM_PARTIAL})]),
-    _row(T.GMM_TRANS_B, B, [S.DH, S.W1, S.RECV_COUNTS, S.GMM_PARTIAL], [frozenset({S.DX_EXPERT, S.GMM_PARTIAL})]),
+    _row(T.GMM_TRANS_B, B, [S.DH, S.W1, S.RECV_COUNTS], [S.DX_EXPERT]),
     _row(T.GMM_WEIGHT_GRAD, B | WS, [S.A, S.RECV_DY, S.RECV_COUNTS], [S.DW2]),
     _row(T.GMM_WEIGHT_GRAD, B | WS | U, [S.RECV_X, S.DH, S.RECV_COUNTS], [S.DW1]),
     _row(T.GMM_WEIGHT_GRAD, B | WT, [S.RECV_DY, S.A, S.RECV_COUNTS], [S.DW2]),

@@ -22,7 +22,7 @@ from .config import MoeConfig
 
 VERSION = 1
 SCHEDULE_FIELDS = ("tile_m", "gmm_n_block", "act_n_block", "wgrad_n_block", "wgrad_tile", "token_tile", "num_aic",
-                   "num_aiv", "mixed_queues", "row_pipelines", "claim_pool", "first_gmm_pool", "gmm_k_block")
+                   "num_aiv", "mixed_queues", "row_pipelines", "claim_pool", "first_gmm_pool")
 
 
 def cache_path() -> Path:

@@ -6,9 +6,7 @@ It reads only what an SSC holds (RankSchedule record arrays), so it checks exact
    the given triggers exactly (locally triggered events) or plus at most the puts other ranks can send;
 3. coverage: every region a task reads from a slot its direction writes is covered by producers that trigger
    one of its waited events, and every task writing into that region is one of them (no read before write);
-4. writes: no two tasks write overlapping regions unless a dependency path orders them; a carried region (the
-   K chunks' running sum, k_chunks.py) is written whole by one chain of tasks, each waiting on the one before,
-   and read from its latest earlier writer;
+4. writes: no two tasks write overlapping regions unless a dependency path orders them;
 5. progress: dependency edges (task -> event -> task) plus per-queue order edges are acyclic across all ranks
    of the group, so no schedule can deadlock.
 Each violation names rank, queue, worker, task and event. Records are turned into Python tuples once
@@ -24,7 +22,6 @@ import numpy as np
 
 from .compiler import RankSchedule
 from .errors import ScheduleError
-from .k_chunks import CARRIED_SLOTS
 from .ssc_format import EVENT_REMOTE_TRIGGERED, NO_EVENT, NO_SLOT, REF_REMOTE, QueueType, Slot, TaskType
 
 CTQ_TYPES = {TaskType.GMM, TaskType.GMM_TRANS_B, TaskType.GMM_WEIGHT_GRAD, TaskType.GMM_SWIGLU,
@@ -262,24 +259,13 @@ def _check_coverage(g: _Group, writers: _Writers, triggers, errors: list[str], m
     waited_sets: dict[tuple[int, tuple[int, ...]], frozenset[int]] = {}
     uncovered: dict[Region, int] = {}          # region -> elements no task writes (shared by many readers)
     unwaited: dict[tuple[Region, int], int] = {}  # (region, id of waited set) -> first writer not waited on
-    chained: dict[int, frozenset[int]] = {}  # writers of a carried region: what they waited on, with their chain
     for t in g.tasks:
         key = (t.rank, t.waits)
         waited = waited_sets.get(key)
         if waited is None:
             waited = waited_sets[key] = frozenset(p for e in t.waits for p in triggers.get((t.rank, e), ()))
-        # A chain link waits on its predecessor, which waited on what it read: what the predecessor's waits
-        # ordered before it is ordered before this task too (events.py leaves such waits out).
-        pred = _carried_predecessor(writers, t)
-        if pred in waited and pred in chained:
-            waited = waited | chained[pred]
-        if any(reg.slot in CARRIED_SLOTS for reg in t.outputs):
-            chained[t.gid] = waited
         for reg in t.inputs:
             if reg.slot not in internal:
-                continue
-            if reg.slot in CARRIED_SLOTS:
-                _check_carried_read(g, writers, t, reg, waited, errors)
                 continue
             found = writers.overlapping(reg)
             missing = uncovered.get(reg)
@@ -298,47 +284,6 @@ def _check_coverage(g: _Group, writers: _Writers, triggers, errors: list[str], m
                               f"without waiting for it (waits on events {list(t.waits)})")
             if len(errors) >= max_errors:
                 return
-
-
-def _carried_predecessor(writers: _Writers, t: _Task) -> int:
-    """The latest earlier writer of the carried region `t` reads, or -1."""
-    for reg in t.inputs:
-        if reg.slot in CARRIED_SLOTS:
-            return max((w for r, w in writers.overlapping(reg) if w < t.gid and r == reg), default=-1)
-    return -1
-
-
-def _check_carried_read(g: _Group, writers: _Writers, t: _Task, reg: Region, waited: frozenset[int],
-                        errors: list[str]) -> None:
-    """A carried region (k_chunks.py) is read from its latest earlier writer, which the reader must wait on; a
-    reader that does not write the region comes after all its writers (the chain's end reads the sum)."""
-    found = writers.overlapping(reg)
-    earlier = [w for r, w in found if w < t.gid and r == reg]
-    what = f"{Slot(reg.slot).name} rows [{reg.row0},{reg.row1}) cols [{reg.col0},{reg.col1})"
-    if any(r != reg for r, _ in found):
-        errors.append(f"{g.name(t.gid)}: reads {what}, which a region of another shape overlaps")
-    elif not earlier:
-        errors.append(f"{g.name(t.gid)}: reads {what} before any task writes it")
-    elif max(earlier) not in waited:
-        errors.append(f"{g.name(t.gid)}: reads {what} without waiting for its latest writer {g.name(max(earlier))}")
-    elif reg not in t.outputs and any(w > t.gid for _, w in found):
-        errors.append(f"{g.name(t.gid)}: reads {what}, which a later task overwrites")
-
-
-def _check_carried_chains(g: _Group, writers: _Writers, triggers, errors: list[str]) -> None:
-    """The writers of each carried region form one chain: each later writer waits on the one before it."""
-    for (_, slot), items in writers.items.items():
-        if slot not in CARRIED_SLOTS:
-            continue
-        chains: dict[Region, list[int]] = defaultdict(list)
-        for reg, gid in items:
-            chains[reg].append(gid)
-        for reg, gids in chains.items():
-            gids.sort()
-            for a, b in zip(gids, gids[1:]):
-                if not any(a in triggers.get((g.tasks[b].rank, e), ()) for e in g.tasks[b].waits):
-                    errors.append(f"{g.name(a)} and {g.name(b)} write {Slot(slot).name} rows [{reg.row0},{reg.row1}) "
-                                  f"but the later does not wait on the earlier")
 
 
 def _edges(g: _Group, triggers) -> tuple[list[list[int]], dict[int, tuple[int, int]]]:
@@ -384,11 +329,8 @@ def _edges(g: _Group, triggers) -> tuple[list[list[int]], dict[int, tuple[int, i
 
 
 def _check_writes(g: _Group, writers: _Writers, triggers, errors: list[str]) -> None:
-    _check_carried_chains(g, writers, triggers, errors)
     pairs = []
     for key, items in writers.items.items():
-        if key[1] in CARRIED_SLOTS:  # ordered by their chains (above)
-            continue
         for i, (reg, gid) in enumerate(items):
             for other, ogid in items[i + 1:]:
                 if other.row0 >= reg.row1:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from .config import MoeConfig
 from .expected_work import balanced_rows_per_pair, deal_by_expected_work, deal_units
-from .k_chunks import SUM_SLOT
 from .ordering import queue_order
 from .pipelines import CHAIN_TYPES, pipeline_units
 from .ssc_format import QueueType, TaskType
@@ -57,8 +56,7 @@ def _panel_order(cfg: MoeConfig, gmms: list[Task]) -> list[Task]:
     def key(item: tuple[int, Task]):
         i, t = item
         slot, row = divmod(t.outputs[0].row_offset, C)
-        # K chunks (k_chunks.py) chunk-major: a chunk's readers run together, each after its chain's last chunk
-        return (slot, row // tile // group, t.inputs[0].col_offset, t.outputs[0].col_offset, row, i)
+        return (slot, row // tile // group, t.outputs[0].col_offset, row, i)
 
     return [t for _, t in sorted(enumerate(gmms), key=key)]
 
@@ -73,12 +71,11 @@ def _second_stage(cfg: MoeConfig, ctq_order: list[Task], vtq_order: list[Task]) 
     if not gmms:
         return []
     last_at: dict[tuple[int, int], int] = {}  # (slot, tile row) -> position of the tile's last GMM unit
-    per_tile: dict[int, int] = {}  # tile row -> GMM units (column blocks, times K chunks)
+    per_tile: dict[tuple[int, int], int] = {}
     for i, t in enumerate(gmms):
-        out = t.outputs[0]
-        if out.slot != SUM_SLOT:  # a K chunk before the last writes the running sum, not the rows a put sends
-            last_at[(out.slot, out.row_offset)] = i
-        per_tile[out.row_offset] = per_tile.get(out.row_offset, 0) + 1
+        key = (t.outputs[0].slot, t.outputs[0].row_offset)
+        last_at[key] = i
+        per_tile[key] = per_tile.get(key, 0) + 1
     lag = PUT_LAG_ROW_TILES * max(per_tile.values())
     after: dict[int, list[Task]] = {}
     for put in (t for t in vtq_order if t.task_type == TaskType.COMBINE_PUT):

@@ -4,8 +4,7 @@ The PyTorch op gives every forward in flight its own heap generation (hpmoe.torc
 forward saves for its backward must survive other forwards. Workspace slots hold nothing across launches, so
 generations whose launches run one after another (one stream) can use one copy of them: the forward's
 (GMM2's output before the combine) and the backward's (dA, dH, the expert-side dX, and at EP 1 the received
-dy rows and returned dx rows) even overlap, since a forward and a backward never run at once; a slot both use
-(the K chunks' running sum) sits first, at one offset. A slot that
+dy rows and returned dx rows) even overlap, since a forward and a backward never run at once. A slot that
 peers write (EP > 1) stays in the generation's heap: its address must be symmetric. The CUDA backend checks
 the same rule (op_kernel/cuda/device_rank.cuh, PlaceableSlot).
 """
@@ -42,14 +41,9 @@ def plan_workspace(cfg: MoeConfig) -> WorkspacePlan:
             users.setdefault(t.slot, set()).add(direction)
             specs[t.slot] = t
     offsets: dict[Slot, int] = {}
-    shared = 0  # slots both directions use (the K chunks' running sum) first, at one offset for both
-    for slot in sorted(specs):
-        if users[slot] == set(DIRECTIONS) and placeable(specs[slot], cfg.ep):
-            offsets[slot] = shared
-            shared = round_up(shared + specs[slot].nbytes, ALIGN)
-    nbytes = shared
+    nbytes = 0
     for direction in DIRECTIONS:
-        at = shared
+        at = 0
         for slot in sorted(specs):
             if users[slot] == {direction} and placeable(specs[slot], cfg.ep):
                 offsets[slot] = at

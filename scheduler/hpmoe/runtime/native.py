@@ -108,8 +108,7 @@ def lib() -> ctypes.CDLL:
 
 def config_words(cfg: MoeConfig) -> ctypes.Array:
     fields = cfg.ssc_fields()
-    words = [fields[n] for n in CONFIG_FIELDS]
-    return (ctypes.c_uint32 * 16)(*(words + [0] * (16 - len(words))))
+    return (ctypes.c_uint32 * 16)(*([fields[n] for n in CONFIG_FIELDS] + [0, 0]))
 
 
 class HeapLayout:

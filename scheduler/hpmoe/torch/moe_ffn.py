@@ -90,8 +90,7 @@ class MoEFFN(torch.nn.Module):
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
                  expert_aligned: bool | None = None, fuse_wgrad_accumulation: bool = False,
-                 first_gmm_pool: bool | None = None, speculative: bool | None = None,
-                 gmm_k_block: int | None = None):
+                 first_gmm_pool: bool | None = None, speculative: bool | None = None):
         super().__init__()
         # The backward adds the weight gradients to w1/w2's main_grad, else .grad, itself (wgrad.py).
         self.fuse_wgrad_accumulation = fuse_wgrad_accumulation
@@ -101,7 +100,7 @@ class MoEFFN(torch.nn.Module):
                                      sync_free=sync_free, timeout_s=timeout_s, device=device,
                                      wgrad_n_block=wgrad_n_block, fuse_swiglu=fuse_swiglu,
                                      expert_aligned=expert_aligned, first_gmm_pool=first_gmm_pool,
-                                     speculative=speculative, gmm_k_block=gmm_k_block)
+                                     speculative=speculative)
         device = self.runtime.device
         self.w1 = torch.nn.Parameter(torch.randn(num_local_experts, hidden_size, 2 * intermediate_size,
                                                  device=device).mul_(hidden_size ** -0.5).to(dtype))

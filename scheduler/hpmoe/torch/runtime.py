@@ -14,7 +14,6 @@ from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure
 from ..errors import HpmoeError
 from ..gmm_split import default_expert_aligned, default_first_gmm_pool, too_few_row_tiles
-from ..k_chunks import default_gmm_k_block
 from ..speculative_bucket import GROWTH, grown_rows, least_rows, pass_ranges
 from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
@@ -70,8 +69,7 @@ class MoeFfnRuntime:
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
                  expert_aligned: bool | None = None, share_workspace: bool = True,
-                 first_gmm_pool: bool | None = None, speculative: bool | None = None,
-                 gmm_k_block: int | None = None):
+                 first_gmm_pool: bool | None = None, speculative: bool | None = None):
         if dtype not in DTYPES:
             raise ValueError(f"dtype must be torch.bfloat16 or torch.float16, got {dtype}")
         distributed = dist.is_available() and dist.is_initialized()
@@ -100,10 +98,6 @@ class MoeFfnRuntime:
         # first_gmm_pool: under mixed queues, the first GMM and its SwiGLU step claimed in panel order too
         # (worker_queues._first_stage). None: per shape, the measured rule (gmm_split.default_first_gmm_pool).
         self.first_gmm_pool = None if first_gmm_pool is None else bool(first_gmm_pool)
-        # gmm_k_block: GMM2 and the gate gradient as chains of K chunks of this many columns where their K is
-        # longer (k_chunks.py; only where the first GMM is pooled). None: per shape, the measured rule
-        # (k_chunks.default_gmm_k_block); 0: K whole.
-        self.gmm_k_block = gmm_k_block
         # EP > 1: a bucket that holds any routing (C = T * min(k, E_local)), so no call reads the routing on
         # the host; costs receive buffers for the worst case (heap_bytes()). EP 1 always works this way.
         self.sync_free = sync_free
@@ -198,9 +192,6 @@ class MoeFfnRuntime:
             cfg = cfg.replace(row_pipelines=False, num_aic=self.num_aic + self.num_aiv - aiv, num_aiv=aiv)
             pooled = default_first_gmm_pool(cfg) if self.first_gmm_pool is None else self.first_gmm_pool
             cfg = cfg.replace(first_gmm_pool=pooled)
-            if pooled:
-                block = default_gmm_k_block(cfg) if self.gmm_k_block is None else self.gmm_k_block
-                cfg = cfg.replace(gmm_k_block=block)
         if not self.token_tile:  # one reduction task per worker block (token_split.py)
             cfg = cfg.replace(token_tile=auto_token_tile(tokens, cfg.num_aic + cfg.num_aiv, cfg.tile_m))
         cfg = self._tuned(cfg)
