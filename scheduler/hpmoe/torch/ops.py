@@ -60,14 +60,12 @@ def _fwd_impl(x, topk_ids, topk_weights, w1, w2, rt: MoeFfnRuntime, keep: bool):
     y = torch.empty_like(x)
     bound = {Slot.X: x.data_ptr(), Slot.TOPK_IDS: ids.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(),
              Slot.W1: w1c.data_ptr(), Slot.W2: w2c.data_ptr(), Slot.Y: y.data_ptr()}
+    lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s, timed=rt.time_kernels,
+                       run_if="speculate" if rt.speculative else "always",
+                       need_out=rt.need_slot() if rt.speculative else 0)
     if rt.speculative:
-        lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s,
-                           timed=rt.time_kernels, run_if="speculate", need_out=rt.need_slot())
         _forward_passes(rt, lease, bound)
         rt.note_forward(lease.key)
-    else:
-        lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s,
-                           timed=rt.time_kernels)
     rt.last_launch["fwd"] = lease.group
     if not keep:
         lease.release()  # the next forward may reuse the heap: it runs after this one on the stream
