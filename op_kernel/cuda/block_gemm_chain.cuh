@@ -12,9 +12,11 @@
 // the barriers (2), and that slot's refill waits for the stores to read it only kChainRefillDelay steps
 // later. The K order and the rounding are the tile's: bitwise the per-tile path.
 //
-// Measured slower (one H200, docs/cuda.md "The weight-gradient unit as one pipeline"): the fill went, but the K
-// loop took 2543 cycles a step instead of 1189 at Mixtral-8x22B, because the block's stores and loads share one
-// TMA unit and the stores leave at the rate the memory system takes one SM's writes. Opt-in for that reason.
+// Measured (one H200, docs/cuda.md "The weight-gradient unit as one pipeline"): the fill went, but the K loop took
+// 2543 cycles a step instead of 1189 at Mixtral-8x22B. Not because of the TMA stores (session 16: as slow with
+// the block's own stores): each step found its place by dividing by the steps per tile, in every thread before
+// its wgmma. Advanced step by step (StepPos), the loop takes 1730 cycles a step, and the op is on par with the
+// default at the wide experts, 1-2.5 ms slower at DeepSeek-V3 8192. Opt-in for that reason.
 #pragma once
 
 #include "block_gemm_tma.cuh"
@@ -22,6 +24,14 @@
 
 #ifndef HPMOE_WGRAD_CHAIN_DELAY
 #define HPMOE_WGRAD_CHAIN_DELAY 2  // steps of the next tile before the staging slot is refilled
+#endif
+#ifndef HPMOE_WGRAD_CHAIN_TMA_STORE
+// 0 (the chain's default): the block's own 16-byte stores, spread over the next tile's first kChainRefillDelay K
+// steps and issued between its wgmmas, from rows staged as the default tile stages them. 1: a whole tile leaves
+// by 8 TMA tensor stores of swizzled boxes (the copy engine; needs the output's map). One H200, Mixtral-8x22B at
+// 4096 tokens, fwd+bwd kernels: 31.1 / 31.9 ms with thread stores, 37.8 with TMA stores, 30.5 / 31.9 the
+// default build (docs/cuda.md).
+#define HPMOE_WGRAD_CHAIN_TMA_STORE 0
 #endif
 
 namespace hpmoe {
@@ -32,7 +42,13 @@ namespace cuda {
 constexpr int kChainBoxBytes = 64 * 128, kChainBoxes = kBM / 64 * (kBN / 64);
 constexpr int kChainSlotBoxes = kStageBytes / kChainBoxBytes;
 constexpr uint32_t kChainExtraOffset = kStages * kStageBytes + 1024;  // past the GMM and stream barriers, 1 KB aligned
-constexpr uint32_t kGemmChainSmemBytes = kChainExtraOffset + (kChainBoxes - kChainSlotBoxes) * kChainBoxBytes + 1024;
+// Thread stores stage plain padded rows instead (the default tile's layout): the first kChainSlotRows in the
+// retired slot, the rest after the barriers.
+constexpr int kChainRowBytes = kBN * 2 + 16;
+constexpr int kChainSlotRows = kStageBytes / kChainRowBytes;
+constexpr uint32_t kChainExtraBytes = HPMOE_WGRAD_CHAIN_TMA_STORE ? (kChainBoxes - kChainSlotBoxes) * kChainBoxBytes
+                                                                  : (kBM - kChainSlotRows) * kChainRowBytes;
+constexpr uint32_t kGemmChainSmemBytes = kChainExtraOffset + kChainExtraBytes + 1024;
 static_assert(kChainSlotBoxes == 6 && kGemmChainSmemBytes <= 227 * 1024, "an H100/H200 block's shared memory");
 static_assert(kStages * kStageBytes + 16 * kStages + 8 * 4 <= kChainExtraOffset, "clear of every mbarrier");
 constexpr int kChainRefillDelay = HPMOE_WGRAD_CHAIN_DELAY;
@@ -61,40 +77,61 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
 
   __device__ int32_t M0(int t) const { return t / tiles_n * kBM; }
   __device__ int32_t N0(int t) const { return c0 + t % tiles_n * kBN; }
-  // Step q of the unit: its tile, its first K row, and the end of the K segment it lies in.
-  __device__ void StepAt(int q, int* t, int32_t* k, int32_t* end) const {
-    *t = q / steps_per_tile;
-    int i = q % steps_per_tile;
-    for (int s = 0; s < nseg; ++s) {
-      const int n = int((seg[2 * s + 1] - seg[2 * s] + kBK - 1) / kBK);
-      if (i < n) {
-        *k = int32_t(seg[2 * s]) + i * kBK;
-        *end = int32_t(seg[2 * s + 1]);
-        return;
+  // A step's place, advanced step by step: finding it from the step's index divided by the steps per tile, in
+  // every thread before each wgmma, made the loop take 2499 cycles a step instead of 1730 (docs/cuda.md).
+  struct StepPos {
+    int t, s;          // tile, K segment
+    int32_t k, end;    // first K row, the segment's end
+    int32_t m0, n0;    // the tile's output origin
+  };
+  __device__ bool FirstSegment(StepPos& p, int from) const {  // the first non-empty segment from `from`
+    for (int i = from; i < nseg; ++i)
+      if (seg[2 * i] < seg[2 * i + 1]) {
+        p.s = i, p.k = int32_t(seg[2 * i]), p.end = int32_t(seg[2 * i + 1]);
+        return true;
       }
-      i -= n;
-    }
+    return false;
   }
-  // Thread 0 only: step q's boxes into its slot.
-  __device__ void Issue(const TmaOperand& a, const TmaOperand& b, int q) {
-    int t;
-    int32_t k = 0, end = 0;
-    StepAt(q, &t, &k, &end);
-    this->IssueLoads(q % kStages, a, b, M0(t), N0(t), k);
+  __device__ StepPos Start() const {
+    StepPos p{0, 0, 0, 0, 0, c0};
+    FirstSegment(p, 0);
+    return p;
   }
-
+  __device__ void Advance(StepPos& p) const {
+    p.k += kBK;
+    if (p.k < p.end || FirstSegment(p, p.s + 1)) return;
+    ++p.t;  // the next tile: columns first, as M0/N0 number them
+    p.n0 += kBN;
+    if (p.n0 >= c1) p.n0 = c0, p.m0 += kBM;
+    FirstSegment(p, 0);
+  }
+  __device__ void IssueAt(const TmaOperand& a, const TmaOperand& b, int q, const StepPos& p) {
+    this->IssueLoads(q % kStages, a, b, p.m0, p.n0, p.k);
+  }
   __device__ uint32_t Box(uint32_t slot_base, int box) const {
     return box < kChainSlotBoxes ? slot_base + box * kChainBoxBytes
                                  : this->smem + kChainExtraOffset + (box - kChainSlotBoxes) * kChainBoxBytes;
   }
   // 16-byte piece v (columns 8v..8v+7) of staged row `row`: 128-byte swizzle, the layout TMA stores read.
   __device__ uint32_t Piece(uint32_t slot_base, int row, int v) const {
+    if (!HPMOE_WGRAD_CHAIN_TMA_STORE)  // padded rows
+      return (row < kChainSlotRows ? slot_base + row * kChainRowBytes
+                                   : this->smem + kChainExtraOffset + (row - kChainSlotRows) * kChainRowBytes) +
+             16 * v;
     return Box(slot_base, row / 64 * (kBN / 64) + v / 8) + (row % 64) * 128 + (((v % 8) ^ (row % 8)) * 16);
   }
   // The accumulators, rounded to T, into the boxes (a warp's 4-byte pieces of eight rows fall in distinct
   // banks: the swizzle moves each row's piece to another 16 bytes).
   __device__ void StageBoxes(uint32_t slot_base) {
     this->StageTo([&](int row, int j) { return Piece(slot_base, row, j); });
+  }
+  // Staged pieces [first, last) of the tile at (m0, n0) to out (whole 16-byte pieces; the caller checked the
+  // tile is whole and the rows aligned): consecutive threads write consecutive 16 bytes of a row.
+  __device__ void StorePieces(uint32_t slot_base, T* out, int64_t ldc, int32_t m0, int32_t n0, int first, int last) {
+    for (int i = first + int(threadIdx.x); i < last; i += kThreads) {
+      const int r = i / (kBN / 8), v = i % (kBN / 8);
+      *reinterpret_cast<uint4*>(out + (m0 + r) * ldc + n0 + 8 * v) = LoadShared16(Piece(slot_base, r, v));
+    }
   }
   // Every TMA store thread 0 issued has read its shared memory (the slot may be refilled, the extra region
   // restaged). Warp 0 waits, whole.
@@ -113,13 +150,18 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
     const int total = tiles * steps_per_tile;  // > 0: the caller takes a unit with no rows elsewhere
     const uint64_t t_start = ProfileClock();
     __syncthreads();  // the previous task's readers are done with every slot
+    StepPos load = Start(), pend = load;  // thread 0: the next step to load, and the one held back
     if (leader) {
       this->InitBarriers(kThreads / 32);
-      for (int q = 0; q < kStages && q < total; ++q) Issue(a, b, q);
+      for (int q = 0; q < kStages && q < total; ++q, Advance(load)) IssueAt(a, b, q, load);
     }
     __syncthreads();
     const bool vectors = (reinterpret_cast<uintptr_t>(out) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
     int pending = -1;  // a step whose slot holds staged rows: loaded once the stores have read them
+    int32_t deferred_m0 = 0, deferred_n0 = 0;  // thread stores: the staged tile still to go, in deferred_slot
+    int deferred_slot = -1;
+    constexpr int kPieces = kBM * (kBN / 8);
+    StepPos at = Start();  // the step the block multiplies
     int j = 0;         // the unit's step
     uint64_t t_loop = t_start;
     for (int t = 0; t < tiles; ++t) {
@@ -132,15 +174,23 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
           t_loop = ProfileClock();
           ProfileAdd(Base::kProfileKind, kPhaseFill, t_loop - t_start);
         }
-        int step_tile;
-        int32_t k = 0, end = 0;
-        StepAt(j, &step_tile, &k, &end);
-        if (end - k < kBK) this->ZeroKTail(s, end - k);  // the segment ends inside this step
+        if (at.end - at.k < kBK) this->ZeroKTail(s, at.end - at.k);  // the segment ends inside this step
+        Advance(at);
         this->IssueStage(s);
+        if (!HPMOE_WGRAD_CHAIN_TMA_STORE && deferred_slot >= 0 && i < kChainRefillDelay) {
+          // This step's share of the last tile's stores, while the tensor cores run step j.
+          StorePieces(this->smem + deferred_slot * kStageBytes, out, ldc, deferred_m0, deferred_n0,
+                      kPieces * i / kChainRefillDelay, kPieces * (i + 1) / kChainRefillDelay);
+          if (i + 1 == kChainRefillDelay) {
+            deferred_slot = -1;
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads before the refill
+            __syncthreads();  // every thread has read its pieces
+          }
+        }
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step j - 1's group is done
         if (pending >= 0 && j >= pending - kStages + kChainRefillDelay) {
           WaitStoresRead();
-          if (leader) Issue(a, b, pending);  // its slot's readers all arrived at the tile's end
+          if (leader) IssueAt(a, b, pending, pend);  // its slot's readers all arrived at the tile's end
           pending = -1;
         }
         if (i == 0) continue;  // step j - 1 was the last tile's: its slot is the staging (pending)
@@ -149,15 +199,22 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
         const int next = j - 1 + kStages;
         if (leader && next < total) {
           MbarWait(this->Empty(prev), ((j - 1) / kStages) & 1);
-          Issue(a, b, next);
+          IssueAt(a, b, next, load);
+          Advance(load);
         }
       }
       asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
       const int last = j - 1, slot = last % kStages;
       if (threadIdx.x % 32 == 0) MbarArrive(this->Empty(slot));
       // The epilogue. The extra region's last stores have read it (and a refill still pending goes out now).
+      if (!HPMOE_WGRAD_CHAIN_TMA_STORE && deferred_slot >= 0) {  // a tile of fewer steps than the delay
+        StorePieces(this->smem + deferred_slot * kStageBytes, out, ldc, deferred_m0, deferred_n0, 0, kPieces);
+        deferred_slot = -1;
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        __syncthreads();
+      }
       WaitStoresRead();
-      if (pending >= 0 && leader) Issue(a, b, pending);
+      if (pending >= 0 && leader) IssueAt(a, b, pending, pend);
       pending = -1;
       __syncthreads();  // both warpgroups' wgmmas have read the slot
       const uint64_t t_stage = ProfileClock();
@@ -169,7 +226,11 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
       const uint64_t t_store = ProfileClock();
       const int32_t m0 = M0(t), n0 = N0(t);
       const int32_t width = c1 - n0 < kBN ? c1 - n0 : kBN;
-      if (store.map != nullptr && m0 + kBM <= rows && width == kBN) {  // a whole tile: 8 boxes, one thread
+      const bool whole = m0 + kBM <= rows && width == kBN;
+      if (!HPMOE_WGRAD_CHAIN_TMA_STORE && whole && vectors && last + 1 < total) {
+        // A whole tile with a next one: stored during the next tile's first steps (above); the slot waits.
+        deferred_m0 = m0, deferred_n0 = n0, deferred_slot = slot;
+      } else if (HPMOE_WGRAD_CHAIN_TMA_STORE && store.map != nullptr && whole) {  // 8 boxes, one thread
         if (leader) {
           for (int box = 0; box < kChainBoxes; ++box)
             asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(
@@ -197,7 +258,13 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
         }
         __syncthreads();
       }
-      if (last + kStages < total) pending = last + kStages;
+      if (last + kStages < total) {  // held back: loaded once the staged rows are read
+        pending = last + kStages;
+        if (leader) {
+          pend = load;
+          Advance(load);
+        }
+      }
       if (HPMOE_EXPERIMENT_PROFILE) {
         ProfileAdd(Base::kProfileKind, kPhaseStage, t_store - t_stage);
         ProfileAdd(Base::kProfileKind, kPhaseStore, ProfileClock() - t_store);

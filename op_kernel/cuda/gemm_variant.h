@@ -30,11 +30,11 @@
 #define HPMOE_GEMM_ASYNC_EPILOGUE 0
 #endif
 #ifndef HPMOE_WGRAD_CHAIN
-// 1: a weight-gradient unit written in the model dtype runs as one TMA pipeline over its tiles, each tile sent
-// by TMA tensor stores (block_gemm_chain.cuh); 0 (the default): tile by tile, the block storing each epilogue
-// itself. Bitwise the same; measured slower on one H200 (docs/cuda.md, "The weight-gradient unit as one
-// pipeline"): fwd+bwd kernels Mixtral-8x22B 30.1 -> 37.8 ms, Qwen3-235B 13.9 -> 14.9, DeepSeek-V3 8192
-// 31.6 -> 38.7: the stores hold the next loads behind them in the one TMA unit.
+// 1: a weight-gradient unit written in the model dtype runs as one TMA pipeline over its tiles, each tile stored
+// during the next one's first K steps (block_gemm_chain.cuh); 0 (the default): tile by tile, the block storing
+// each epilogue itself. Bitwise the same; on one H200 (docs/cuda.md, "The weight-gradient unit as one
+// pipeline"), fwd+bwd kernels two rounds, default / chain: Mixtral-8x22B 30.5, 31.9 / 31.1, 31.9 ms; Qwen3-235B
+// 14.0, 14.0 / 13.9, 14.2; DeepSeek-V3 8192 30.6, 29.5 / 31.8, 32.0.
 #define HPMOE_WGRAD_CHAIN 0
 #endif
 #if HPMOE_WGRAD_CHAIN && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS || HPMOE_GEMM_ASYNC_EPILOGUE)
