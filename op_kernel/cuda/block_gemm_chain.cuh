@@ -1,8 +1,8 @@
 // The weight-gradient unit as one TMA pipeline (HPMOE_WGRAD_CHAIN, gemm_variant.h): every tile of the unit
 // (128-row slabs of dW x 256-column tiles, K = the expert's rows of every slot) is a run of steps in one ring of
 // kStages slots whose barriers live for the whole unit, so the next tile's first steps load while this tile's
-// last ones multiply; and each finished tile leaves by TMA stores (cp.async.bulk.tensor, shared -> global, 8 boxes
-// of 64 x 64) that the copy engine drains while the block goes on with the next tile.
+// last ones multiply; and each finished tile leaves while the block goes on with the next one: by the block's own
+// stores during the next tile's first K steps (the default), or by TMA stores (HPMOE_WGRAD_CHAIN_TMA_STORE).
 //
 // Why: an expert's rows make a short K (Mixtral-8x22B at 4096 tokens: 16 steps), and a tile that starts with
 // empty slots and ends with the block storing 64 KB itself spent 7.8k of its 27k cycles outside the K loop
@@ -15,7 +15,7 @@
 // Measured (one H200, docs/cuda.md "The weight-gradient unit as one pipeline"): the fill went, but the K loop took
 // 2543 cycles a step instead of 1189 at Mixtral-8x22B. Not because of the TMA stores (session 16: as slow with
 // the block's own stores): each step found its place by dividing by the steps per tile, in every thread before
-// its wgmma. Advanced step by step (StepPos), the loop takes 1730 cycles a step, and the op is on par with the
+// its wgmma. Advanced step by step (StepPos), the loop takes 1735 cycles a step, and the op is on par with the
 // default at the wide experts, 1-2.5 ms slower at DeepSeek-V3 8192. Opt-in for that reason.
 #pragma once
 
@@ -78,7 +78,7 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
   __device__ int32_t M0(int t) const { return t / tiles_n * kBM; }
   __device__ int32_t N0(int t) const { return c0 + t % tiles_n * kBN; }
   // A step's place, advanced step by step: finding it from the step's index divided by the steps per tile, in
-  // every thread before each wgmma, made the loop take 2499 cycles a step instead of 1730 (docs/cuda.md).
+  // every thread before each wgmma, made the loop take 2499 cycles a step instead of 1735 (docs/cuda.md).
   struct StepPos {
     int t, s;          // tile, K segment
     int32_t k, end;    // first K row, the segment's end
@@ -112,7 +112,8 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
     return box < kChainSlotBoxes ? slot_base + box * kChainBoxBytes
                                  : this->smem + kChainExtraOffset + (box - kChainSlotBoxes) * kChainBoxBytes;
   }
-  // 16-byte piece v (columns 8v..8v+7) of staged row `row`: 128-byte swizzle, the layout TMA stores read.
+  // 16-byte piece v (columns 8v..8v+7) of staged row `row`: padded rows for the block's stores, or boxes in
+  // 128-byte swizzle, the layout TMA stores read.
   __device__ uint32_t Piece(uint32_t slot_base, int row, int v) const {
     if (!HPMOE_WGRAD_CHAIN_TMA_STORE)  // padded rows
       return (row < kChainSlotRows ? slot_base + row * kChainRowBytes
@@ -120,8 +121,8 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
              16 * v;
     return Box(slot_base, row / 64 * (kBN / 64) + v / 8) + (row % 64) * 128 + (((v % 8) ^ (row % 8)) * 16);
   }
-  // The accumulators, rounded to T, into the boxes (a warp's 4-byte pieces of eight rows fall in distinct
-  // banks: the swizzle moves each row's piece to another 16 bytes).
+  // The accumulators, rounded to T, into the staging (a warp's 4-byte pieces of eight rows fall in distinct
+  // banks: the row padding, or the swizzle, moves each row's piece to another 16 bytes).
   __device__ void StageBoxes(uint32_t slot_base) {
     this->StageTo([&](int row, int j) { return Piece(slot_base, row, j); });
   }
