@@ -20,18 +20,11 @@
 #pragma once
 
 #include "block_gemm_tma.cuh"
+#include "gemm_variant.h"
 #include "tile_profile.cuh"
 
 #ifndef HPMOE_WGRAD_CHAIN_DELAY
 #define HPMOE_WGRAD_CHAIN_DELAY 2  // steps of the next tile before the staging slot is refilled
-#endif
-#ifndef HPMOE_WGRAD_CHAIN_TMA_STORE
-// 0 (the chain's default): the block's own 16-byte stores, spread over the next tile's first kChainRefillDelay K
-// steps and issued between its wgmmas, from rows staged as the default tile stages them. 1: a whole tile leaves
-// by 8 TMA tensor stores of swizzled boxes (the copy engine; needs the output's map). One H200, Mixtral-8x22B at
-// 4096 tokens, fwd+bwd kernels: 31.1 / 31.9 ms with thread stores, 37.8 with TMA stores, 30.5 / 31.9 the
-// default build (docs/cuda.md).
-#define HPMOE_WGRAD_CHAIN_TMA_STORE 0
 #endif
 
 namespace hpmoe {
@@ -143,9 +136,10 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
     }
   }
 
-  // The whole unit into out (16-bit, the model dtype; row stride ldc). Whole tiles leave by TMA stores through
-  // `store` (the output's map, box 64 x 64, its origin at the unit's first row), when there is one; the rest
-  // (a ragged edge, or no map) the block stores itself. Block-wide.
+  // The whole unit into out (16-bit, the model dtype; row stride ldc). A whole tile with a next one leaves during
+  // that tile's first K steps: by the block's stores, or with HPMOE_WGRAD_CHAIN_TMA_STORE by TMA stores through
+  // `store` (the output's map, box 64 x 64, its origin at the unit's first row) when there is one. The rest (the
+  // unit's last tile, a ragged edge, unaligned rows, no map) the block stores at once. Block-wide.
   __device__ void Run(const TmaOperand& a, const TmaOperand& b, T* out, int64_t ldc, const TmaOperand& store) {
     const bool leader = threadIdx.x == 0;
     const int total = tiles * steps_per_tile;  // > 0: the caller takes a unit with no rows elsewhere

@@ -37,6 +37,14 @@
 // 14.0, 14.0 / 13.9, 14.2; DeepSeek-V3 8192 30.6, 29.5 / 31.8, 32.0.
 #define HPMOE_WGRAD_CHAIN 0
 #endif
+#ifndef HPMOE_WGRAD_CHAIN_TMA_STORE
+// With HPMOE_WGRAD_CHAIN (block_gemm_chain.cuh), how its tiles leave. 0 (the chain's default): the block's own
+// 16-byte stores, spread over the next tile's first K steps and issued between its wgmmas, from rows staged as
+// the default tile stages them. 1: 8 TMA tensor stores of swizzled boxes per whole tile (the copy engine; needs
+// the output's map, which only this setting binds). One H200, Mixtral-8x22B at 4096 tokens, fwd+bwd kernels:
+// 31.1 / 31.9 ms with thread stores, 37.8 with TMA stores, 30.5 / 31.9 the default build (docs/cuda.md).
+#define HPMOE_WGRAD_CHAIN_TMA_STORE 0
+#endif
 #if HPMOE_WGRAD_CHAIN && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS || HPMOE_GEMM_ASYNC_EPILOGUE)
 #error "the chained weight gradient is a variant of the 256-thread TMA tile with the block's own epilogue"
 #endif
