@@ -26,12 +26,18 @@ def warm_deepseek_step(tokens: int):
     return warm_step("deepseek-v3", tokens, "hpmoe")
 
 
-def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = None, num_aiv: int | None = None):
+def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = None, num_aiv: int | None = None,
+              linear_layout: bool = False):
     """A step function of `path` at `model`'s expert shapes (EP 1, random routing) and the step's inputs,
     after 3 warm-up steps: (module or step callable, x, topk_ids, topk_weights, dy). The module is called
-    as m(x, ids, w)."""
+    as m(x, ids, w). `linear_layout`: the weights stored as nn.Linear stores them ([E, 2I, h], [E, h, I]) and
+    given as transpose views, which the op reads in place (a schedule of its own, kConfigWeightsTransposed)."""
     h, inter, E, k = SHAPES[model]
     m = MoEFFN(h, inter, E, k, first_gmm_pool=first_gmm_pool, num_aiv=num_aiv)
+    if linear_layout:
+        for name in ("w1", "w2"):
+            stored = getattr(m, name).detach().transpose(1, 2).contiguous()
+            setattr(m, name, torch.nn.Parameter(stored.transpose(1, 2)))
     if path == "torch":  # the same parameters as the PyTorch path's own leaves
         w1, w2 = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
         m = lambda x, ids, w: moe_ffn_torch(x, w1, w2, ids.long(), w)  # noqa: E731
@@ -51,12 +57,15 @@ def main() -> int:
     p.add_argument("--path", choices=("hpmoe", "torch"), default="hpmoe")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--num-aiv", type=int, default=None, help="MoEFFN(num_aiv=...): vector-queue blocks (default: its rule)")
+    p.add_argument("--weights-layout", choices=("stored", "linear"), default="stored",
+                   help="linear: weights stored [E, 2I, h] / [E, h, I] (nn.Linear's), given as transpose views")
     add_first_gmm_pool_arg(p)
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     if model not in SHAPES:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
-    m, x, ids, w, dy = warm_step(model, int(tokens), args.path, auto_choice(args.first_gmm_pool), args.num_aiv)
+    m, x, ids, w, dy = warm_step(model, int(tokens), args.path, auto_choice(args.first_gmm_pool), args.num_aiv,
+                                 args.weights_layout == "linear")
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)

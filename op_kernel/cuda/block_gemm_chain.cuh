@@ -124,7 +124,7 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
   __device__ void StorePieces(uint32_t slot_base, T* out, int64_t ldc, int32_t m0, int32_t n0, int first, int last) {
     for (int i = first + int(threadIdx.x); i < last; i += kThreads) {
       const int r = i / (kBN / 8), v = i % (kBN / 8);
-      *reinterpret_cast<uint4*>(out + (m0 + r) * ldc + n0 + 8 * v) = LoadShared16(Piece(slot_base, r, v));
+      StoreGlobal16(out + (m0 + r) * ldc + n0 + 8 * v, LoadShared16(Piece(slot_base, r, v)));
     }
   }
   // Every TMA store thread 0 issued has read its shared memory (the slot may be refilled, the extra region
@@ -242,7 +242,7 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
           const uint32_t src = Piece(slot_base, r, v);
           T* dst = out + (m0 + r) * ldc + n0 + 8 * v;
           if (vectors && 8 * v + 8 <= width) {
-            *reinterpret_cast<uint4*>(dst) = LoadShared16(src);
+            StoreGlobal16(dst, LoadShared16(src));
           } else {
             for (int q = 0; q < 8 && 8 * v + q < width; ++q) {
               uint16_t bits;

@@ -309,7 +309,7 @@ struct BlockGemm {
       if (m >= m_valid || n >= n_valid) continue;
       const uint32_t src = base + row * (kCols * 2 + 16) + v * 16;
       if (rows_aligned && n + 8 <= n_valid) {  // n is a multiple of 8 (n0 of 256, vectors of 8)
-        *reinterpret_cast<uint4*>(c + m * ldc + n) = LoadShared16(src);
+        StoreGlobal16(c + m * ldc + n, LoadShared16(src));
       } else {  // a ragged or unaligned edge, element by element: a local copy of the vector cost every store
         StoreEdge(c + m * ldc + n, src, int(n_valid - n));
       }

@@ -158,7 +158,7 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
           if (m >= m_valid || n >= n_valid) continue;
           const uint32_t src = buf + row * kEpiRowBytes + ((v ^ (row % 8)) * 16);
           if (rows_aligned && n + 8 <= n_valid) {
-            *reinterpret_cast<uint4*>(c + m * ldc + n) = LoadShared16(src);
+            StoreGlobal16(c + m * ldc + n, LoadShared16(src));
           } else {  // a ragged or unaligned edge
             StoreEdge(c + m * ldc + n, src, int(n_valid - n));
           }

@@ -51,6 +51,14 @@ __device__ __forceinline__ uint4 LoadShared16(uint32_t addr) {
   return v;
 }
 
+// 16 bytes to global memory as one vector store. nvcc 13 lowers `*(uint4*)p = LoadShared16(a)` to four 4-byte
+// generic stores (PTX st.u32 x4, SASS ST.E x4): every staged GMM epilogue wrote its tile with four times the
+// store instructions and partial sectors. `p`: 16-byte aligned, in global memory (ours or a peer's).
+__device__ __forceinline__ void StoreGlobal16(void* p, uint4 v) {
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
 __device__ __forceinline__ void StoreF32x8(float* p, const float* in) {
   reinterpret_cast<float4*>(p)[0] = make_float4(in[0], in[1], in[2], in[3]);
   reinterpret_cast<float4*>(p)[1] = make_float4(in[4], in[5], in[6], in[7]);

@@ -138,7 +138,7 @@ __device__ void SwigluGradEpilogue(const Gemm& g, const T* h, T* dh, int64_t int
     const int col = 8 * v;
     const uint32_t src = base + row * kRow + uint32_t((col / kFusedGroup) * 2 * kFusedGroup + up * kFusedGroup +
                                                       col % kFusedGroup) * 2;
-    *reinterpret_cast<uint4*>(dh + mm * ld + (up ? inter : 0) + n) = LoadShared16(src);
+    StoreGlobal16(dh + mm * ld + (up ? inter : 0) + n, LoadShared16(src));
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
   __syncthreads();
