@@ -131,25 +131,6 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     __syncthreads();
   }
 
-  // The next tile's first kPrefetchSteps K steps, issued after this tile's K loop and before its staged
-  // epilogue, into the slots the staged rows leave free, so that their latency passes under the epilogue.
-  // Block-wide, right after Accumulate (every slot drained: the barriers are initialised again here); the
-  // next Accumulate with the same arguments goes on from step kPrefetchSteps. Its K steps use slots rotated
-  // by kPrefetchSlot; a slot's n-th use is still step kStages * n + r, so the phase parities are unchanged.
-  static constexpr int kPrefetchSteps = 2, kPrefetchSlot = kStages - kPrefetchSteps;
-  static_assert(kBM * Base::kRowBytes <= kPrefetchSlot * kStageBytes, "the staged rows leave the last slots free");
-  __device__ void Prefetch(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
-                           int32_t k1) {
-    static_assert(!HPMOE_GEMM_ASYNC_EPILOGUE || sizeof(T) == 0, "the asynchronous epilogue keeps its staged rows in the last slots");
-    const int nk = (k1 - k0 + kBK - 1) / kBK;
-    if (threadIdx.x == 0) {
-      InitBarriers(kThreads / 32);
-      for (int kt = 0; kt < kPrefetchSteps && kt < nk; ++kt)
-        IssueLoads(kPrefetchSlot + kt, a, b, m0, n0, k0 + kt * kBK);
-    }
-    prefetched_ = true;
-  }
-
   // K steps [k0, k1) of the tile at (m0, n0). Barriers are initialised per call (all slots drained at the
   // end), so calls compose in any order; the K order is fixed, hence deterministic.
   __device__ void Accumulate(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
@@ -158,21 +139,14 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     const bool leader = threadIdx.x == 0;
     const uint64_t t_start = ProfileClock();
     uint64_t t_first = t_start;
-    // Prefetched: the barriers were initialised, and the first steps issued, before the epilogue that ended
-    // with a block barrier.
-    const bool prefetched = prefetched_;
-    const int rot = prefetched ? kPrefetchSlot : 0, issued = prefetched ? kPrefetchSteps : 0;
-    prefetched_ = false;
-    if (!prefetched) {
-      __syncthreads();  // the previous call's readers are done with every slot
-      if (leader) InitBarriers(kThreads / 32);
-      __syncthreads();
-    }
+    __syncthreads();  // the previous call's readers are done with every slot
+    if (leader) InitBarriers(kThreads / 32);
+    __syncthreads();
     // With the asynchronous epilogue, slots kStagingSlot.. hold the previous tile's staged rows until its bulk
     // stores have read them: the other slots are filled first.
     constexpr int kFirst = HPMOE_GEMM_ASYNC_EPILOGUE ? kStagingSlot : kStages;
     if (leader)
-      for (int kt = issued; kt < kFirst && kt < nk; ++kt) IssueLoads((kt + rot) % kStages, a, b, m0, n0, k0 + kt * kBK);
+      for (int s = 0; s < kFirst && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
     if (HPMOE_GEMM_ASYNC_EPILOGUE && threadIdx.x < 32) {
       asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
       __syncwarp();
@@ -183,7 +157,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     // the first kStages steps and never refills (no operand feed), 3 issues no wgmma.
     constexpr bool kNoFeed = HPMOE_EXPERIMENT_DW == 2 && kAColMajor, kNoMma = HPMOE_EXPERIMENT_DW == 3 && kAColMajor;
     for (int kt = 0; kt < nk; ++kt) {
-      const int s = (kt + rot) % kStages;
+      const int s = kt % kStages;
       if (!kNoFeed || kt < kStages) MbarWait(Full(s), (kt / kStages) & 1);
       if (HPMOE_EXPERIMENT_PROFILE && kt == 0) t_first = ProfileClock();
       if constexpr (kAColMajor && !kBColMajor) {
@@ -193,7 +167,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       if (!kNoMma) this->IssueStage(s);
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step kt - 1's group is done
       if (kt == 0) continue;
-      const int prev = (kt - 1 + rot) % kStages;
+      const int prev = (kt - 1) % kStages;
       if (threadIdx.x % 32 == 0) MbarArrive(Empty(prev));
       const int next = kt - 1 + kStages;
       if (leader && next < nk && !kNoFeed) {
@@ -258,9 +232,6 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     }
     __syncthreads();
   }
-
- private:
-  bool prefetched_ = false;  // block-uniform: Prefetch issued the next Accumulate's first steps
 };
 
 }  // namespace cuda

@@ -48,11 +48,6 @@
 #if HPMOE_WGRAD_CHAIN && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS || HPMOE_GEMM_ASYNC_EPILOGUE)
 #error "the chained weight gradient is a variant of the 256-thread TMA tile with the block's own epilogue"
 #endif
-#ifndef HPMOE_WGRAD_PREFETCH
-// Weight-gradient tiles written in the model dtype (one K segment): the next tile's first two K steps are
-// issued before this tile's staged epilogue (BlockGemmTma::Prefetch), so that they load while it stores.
-#define HPMOE_WGRAD_PREFETCH 0
-#endif
 #ifndef HPMOE_DW_EVICT_FIRST
 // With the asynchronous epilogue: weight-gradient rows are written as L2 evict-first (no effect measured).
 #define HPMOE_DW_EVICT_FIRST 1

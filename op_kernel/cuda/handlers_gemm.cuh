@@ -285,18 +285,6 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   }
 #endif
   int32_t err = 0;
-#if HPMOE_GEMM_TMA && HPMOE_WGRAD_PREFETCH && !HPMOE_GEMM_ASYNC_EPILOGUE
-  // One K segment (EP 1, or one source rank holding the expert's rows) and rows written in T, whose staging
-  // leaves the last slots free: each tile's successor in the walk starts loading before its epilogue.
-  int segment_count = 0;
-  int32_t seg0 = 0, seg1 = 0;
-  segments([&](int32_t r0, int32_t r1) {
-    ++segment_count;
-    seg0 = r0;
-    seg1 = r1;
-  });
-  const bool prefetch = segment_count == 1 && d.dw_mode == kDwModelDtype;
-#endif
   for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {
     for (int64_t n0 = int64_t(c0); n0 < int64_t(c1) && err == 0; n0 += kBN) {
       g.Zero();
@@ -311,14 +299,6 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
 #endif
       });
       if (err != 0) break;
-#if HPMOE_GEMM_TMA && HPMOE_WGRAD_PREFETCH && !HPMOE_GEMM_ASYNC_EPILOGUE
-      if (prefetch) {  // the walk's next tile: the next column tile, else the first of the next row tile
-        const bool row_end = n0 + kBN >= int64_t(c1);
-        const int64_t next_m0 = row_end ? m0 + kBM : m0, next_n0 = row_end ? int64_t(c0) : n0 + kBN;
-        if (next_m0 < int64_t(wg))
-          g.Prefetch(ta, tb, int32_t(next_m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(next_n0), seg0, seg1);
-      }
-#endif
       // Bound to a framework's gradient in the model dtype: the one rounding, here. The TMA build writes it as
       // 16-byte row vectors through shared memory, like the GMM tiles (the same FromF rounding, the same
       // bits): with K as short as an expert's rows the epilogue is a large share of a tile (Mixtral-8x7B
