@@ -1,7 +1,8 @@
 // Timing-only builds (-DHPMOE_EXPERIMENT_PROFILE=1): where a GMM tile's time goes, per tile kind (GMM,
 // GMM_TRANS_B, weight gradient), summed over one launch by thread 0 of every block from clock64 stamps:
 // waiting for the first K step's operands, the rest of the K loop, staging the tile in shared memory, storing
-// it. A one-thread kernel after each launch prints the sums (device printf) and clears them. Default builds
+// it; and each block's whole run, in cycles and nanoseconds (the tiles' share, the SM clock). A one-thread kernel
+// after each launch prints the sums (device printf) and clears them. Default builds
 // compile none of it (docs/cuda.md, "Per phase and per tile"). Under HPMOE_GEMM_PAIRS also how pool claims paired
 // up (PairEvent) and the paired tiles' K loop (kind 3).
 #pragma once
@@ -39,10 +40,39 @@ __device__ __forceinline__ void ProfileAdd(int kind, int phase, uint64_t v) {
 }
 __device__ __forceinline__ uint64_t ProfileClock() { return clock64(); }
 
+// Each block's whole run (thread 0, from entering the worker loop to leaving it): SM cycles and global-timer
+// nanoseconds, so that the tiles' cycles read as a share of the blocks' time and the launch's SM clock shows.
+__device__ unsigned long long g_block_profile[3];  // blocks, their cycles, their nanoseconds
+struct BlockStamp {
+  uint64_t cycles, ns;
+};
+__device__ __forceinline__ uint64_t ProfileNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ BlockStamp ProfileBlockBegin() { return {clock64(), ProfileNs()}; }
+__device__ __forceinline__ void ProfileBlockEnd(const BlockStamp& b) {
+  if (threadIdx.x != 0) return;
+  atomicAdd(&g_block_profile[0], 1ull);
+  atomicAdd(&g_block_profile[1], (unsigned long long)(clock64() - b.cycles));
+  atomicAdd(&g_block_profile[2], (unsigned long long)(ProfileNs() - b.ns));
+}
+
 // Enqueued after each persistent launch (a separate kernel: a call inside the worker kernel would make ptxas
 // serialise its wgmma); prints the sums and clears them.
 __global__ void ProfilePrintKernel(uint32_t direction) {
   const char* names[4] = {"GMM", "GMM_TRANS_B", "WEIGHT_GRAD", "PAIRED_LOOP"};
+  double tile_cycles = 0;
+  for (int k = 0; k < 4; ++k)
+    for (int ph : {int(kPhaseFill), int(kPhaseLoop), int(kPhaseStage), int(kPhaseStore)}) tile_cycles += g_tile_profile[k][ph];
+  unsigned long long* bp = g_block_profile;
+  if (bp[0] > 0)
+    printf("block profile %s: %llu blocks, %.0f cycles each over %.1f us (SM clock %.0f MHz); GMM tiles %.1f%% of the "
+           "blocks' cycles\n",
+           direction ? "bwd" : "fwd", bp[0], double(bp[1]) / double(bp[0]), double(bp[2]) / double(bp[0]) / 1e3,
+           double(bp[1]) / double(bp[2] ? bp[2] : 1) * 1e3, 100.0 * tile_cycles / double(bp[1] ? bp[1] : 1));
+  for (int i = 0; i < 3; ++i) bp[i] = 0;
   for (int k = 0; k < 4; ++k) {
     unsigned long long* p = g_tile_profile[k];
     const double tiles = double(p[kPhaseTiles]);
@@ -66,6 +96,9 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
 __device__ __forceinline__ void ProfileAdd(int, int, uint64_t) {}
 __device__ __forceinline__ void PairProfileAdd(int) {}
 __device__ __forceinline__ uint64_t ProfileClock() { return 0; }
+struct BlockStamp {};
+__device__ __forceinline__ BlockStamp ProfileBlockBegin() { return {}; }
+__device__ __forceinline__ void ProfileBlockEnd(const BlockStamp&) {}
 #endif
 
 }  // namespace cuda

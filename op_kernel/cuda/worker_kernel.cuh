@@ -115,7 +115,9 @@ __device__ __forceinline__ void RunWorker(const DeviceRank& d, uint8_t* smem) {
   CudaSync sync(d);
   CudaHandlers<T, kFusedSwiglu> handlers(d, sync, smem);
   rt::WorkerReport* report = threadIdx.x == 0 ? &d.reports[queue] : nullptr;
+  const BlockStamp stamp = ProfileBlockBegin();  // timing-only builds (tile_profile.cuh)
   const int32_t st = rt::RunWorkerQueue(d.program, queue, sync, handlers, report);
+  ProfileBlockEnd(stamp);
   // A handler failure stops the group; a timeout already did (CudaSync::Wait), an abort was caused by another.
   if (st != rt::kOk && st != rt::kAborted && st != rt::kWaitTimeout && threadIdx.x == 0) RaiseAbort(d);
   if (st != rt::kOk && threadIdx.x == 0) MarkFailed(d);
