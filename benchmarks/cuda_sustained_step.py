@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_torch_path import moe_ffn_torch  # noqa: E402
-from cuda_user_step import SHAPES  # noqa: E402
+from cuda_user_step import SHAPES, step_tensors  # noqa: E402
 
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.runtime.routing import make_routing  # noqa: E402
@@ -113,12 +113,7 @@ def bench(shape: str, args) -> dict:
                              "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, args.routing, 0)
     m = MoEFFN(h, inter, E, k)
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
-    dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
-    ids = torch.from_numpy(ids_np[0]).cuda()
-    tw = torch.from_numpy(w_np[0]).cuda().requires_grad_()
-    w1t, w2t = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
+    x, dy, ids, tw, w1t, w2t = step_tensors(m, tokens, ids_np, w_np, torch.Generator(device="cuda").manual_seed(0))
     ids64 = ids.long()
     fresh = args.grad_buffer == "none"
 

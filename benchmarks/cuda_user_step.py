@@ -12,6 +12,8 @@ Default: DeepSeek-V3 expert shapes (h 7168, I 2048, 8 experts, top-8, bf16); --s
         deepseek-v3:1024 deepseek-v3:4096 --routing random        # the shapes sweep (issue 16)
 
 Ratio = PyTorch time / hpmoe time (above 1: hpmoe faster). Medians of --repeat timed calls after warm-up.
+Single calls with the GPU idle between them run both paths at one clock: they compare cycles. A training loop
+keeps an H200 at its power cap, where the two paths run different clocks: cuda_sustained_step.py measures that.
 Weight gradients accumulate over the timed steps (as over micro-steps) in .grad, or with --grad-buffer main_grad
 in Megatron-style fp32 buffers, or with --grad-buffer none every step starts with no gradients (the loop of
 optimizer.zero_grad(), whose default sets them to None: autograd keeps each step's gradient, adding nothing);
@@ -132,6 +134,18 @@ def time_group_kernels(g: CudaGroup, repeat: int):
     return statistics.median(fwd), statistics.median(bwd), g.trace(0, "fwd"), sched
 
 
+def step_tensors(m: MoEFFN, tokens: int, ids_np: np.ndarray, w_np: np.ndarray, g: torch.Generator):
+    """A step's inputs on the GPU (x and dy drawn from g; rank 0's topk ids and weights), and the PyTorch path's
+    own copies of m's parameters (its own leaves, so gradients do not mix): x, dy, ids, topk_weights, w1, w2."""
+    h = m.w1.shape[1]
+    x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
+    dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
+    ids = torch.from_numpy(ids_np[0]).cuda()
+    tw = torch.from_numpy(w_np[0]).cuda().requires_grad_()
+    w1t, w2t = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
+    return x, dy, ids, tw, w1t, w2t
+
+
 def bench(shape: str, tokens: int, routing: str, args) -> dict:
     h, inter, E, k = SHAPES[shape]
     cfg = make_config(None, {"ep": 1, "tokens": tokens, "hidden": h, "inter": inter, "experts_per_rank": E,
@@ -143,12 +157,7 @@ def bench(shape: str, tokens: int, routing: str, args) -> dict:
                fuse_wgrad_accumulation=args.fuse_wgrad_accumulation, num_aiv=args.num_aiv,
                first_gmm_pool=auto_choice(args.first_gmm_pool))
     g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
-    dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
-    ids = torch.from_numpy(ids_np[0]).cuda()
-    tw = torch.from_numpy(w_np[0]).cuda().requires_grad_()
-    # The PyTorch path holds the same parameters (its own leaves, so gradients do not mix).
-    w1t, w2t = m.w1.detach().clone().requires_grad_(), m.w2.detach().clone().requires_grad_()
+    x, dy, ids, tw, w1t, w2t = step_tensors(m, tokens, ids_np, w_np, g)
     ids64 = ids.long()
     if args.grad_buffer == "main_grad":
         give_main_grads((m.w1, m.w2), fused=args.fuse_wgrad_accumulation)

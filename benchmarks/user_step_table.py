@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-HEADER = ("| experts of, tokens, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees it"
+HEADER = ("| experts of, tokens, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio of single calls (user)"
           " | ratio of the kernels | MoEFFN / kernels | fwd ratio (user) | GMM in loop / _grouped_mm |")
 
 
