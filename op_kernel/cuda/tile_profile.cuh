@@ -1,10 +1,10 @@
 // Timing-only builds (-DHPMOE_EXPERIMENT_PROFILE=1): where a GMM tile's time goes, per tile kind (GMM,
 // GMM_TRANS_B, weight gradient), summed over one launch by thread 0 of every block from clock64 stamps:
 // waiting for the first K step's operands, the rest of the K loop, staging the tile in shared memory, storing
-// it; and each block's whole run, in cycles and nanoseconds (the tiles' share, the SM clock). A one-thread kernel
-// after each launch prints the sums (device printf) and clears them. Default builds
-// compile none of it (docs/cuda.md, "Per phase and per tile"). Under HPMOE_GEMM_PAIRS also how pool claims paired
-// up (PairEvent) and the paired tiles' K loop (kind 3).
+// it; and each block's whole run, in cycles and nanoseconds (the tiles' share, the SM clock). A one-thread
+// kernel after each launch prints the sums (device printf) and clears them. Default builds compile none of it
+// (docs/cuda.md, "Per phase and per tile"). Under HPMOE_GEMM_PAIRS also how pool claims paired up (PairEvent)
+// and the paired tiles' K loop (kind 3).
 #pragma once
 
 #include <stdint.h>
@@ -65,7 +65,8 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
   const char* names[4] = {"GMM", "GMM_TRANS_B", "WEIGHT_GRAD", "PAIRED_LOOP"};
   double tile_cycles = 0;
   for (int k = 0; k < 4; ++k)
-    for (int ph : {int(kPhaseFill), int(kPhaseLoop), int(kPhaseStage), int(kPhaseStore)}) tile_cycles += g_tile_profile[k][ph];
+    for (int ph : {int(kPhaseFill), int(kPhaseLoop), int(kPhaseStage), int(kPhaseStore)})
+      tile_cycles += double(g_tile_profile[k][ph]);
   unsigned long long* bp = g_block_profile;
   if (bp[0] > 0)
     printf("block profile %s: %llu blocks, %.0f cycles each over %.1f us (SM clock %.0f MHz); GMM tiles %.1f%% of the "
