@@ -51,7 +51,7 @@ __device__ __forceinline__ uint64_t ProfileNs() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-__device__ __forceinline__ BlockStamp ProfileBlockBegin() { return {clock64(), ProfileNs()}; }
+__device__ __forceinline__ BlockStamp ProfileBlockBegin() { return {uint64_t(clock64()), ProfileNs()}; }
 __device__ __forceinline__ void ProfileBlockEnd(const BlockStamp& b) {
   if (threadIdx.x != 0) return;
   atomicAdd(&g_block_profile[0], 1ull);
