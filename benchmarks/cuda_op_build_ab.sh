@@ -7,6 +7,8 @@
 #   BUILDS="head normal" SHAPES="mixtral-8x7b:4096 deepseek-v3:8192" REPS="1 2" benchmarks/cuda_op_build_ab.sh
 # A BUILDS entry NAME+ARGS runs build NAME with cuda_step_kernels.py's extra ARGS (commas for spaces), so that
 # schedules A/B too: BUILDS="normal normal+--gmm-k-block,4096".
+# Short runs compare kernel time at whatever clock each gets; a change that saves power shows its gain only
+# back to back at the power cap (benchmarks/cuda_sustained_step.py; docs/cuda.md, "Measuring: the power cap").
 set -uo pipefail
 source "$(dirname "$0")/cuda_session_env.sh" op_build_ab
 for rep in ${REPS:-1 2}; do
