@@ -74,12 +74,22 @@ def test_cli_refuses_without_a_gpu():
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "GPU" in p.stderr, p.stderr
 
 
+def test_cli_refuses_a_warm_up_outside_its_range():
+    """--warm-seconds (untimed launches before a candidate is timed, for the power-capped clock) is checked
+    before anything runs: one line naming it."""
+    p = subprocess.run([sys.executable, "-m", "hpmoe.cli", "tune", "--backend", "cuda", "--preset", "small",
+                        "--warm-seconds", "-1"], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [
+        "hpmoe tune: error: argument --warm-seconds: must be in [0, 60], got -1"], p.stderr
+
+
 def test_gpu_measurer_draws_inputs_once_in_the_configs_layout_and_refuses_another_shape():
     from hpmoe.cuda.tune import GpuMeasurer
 
     small = dict(MIXTRAL, tokens=64, hidden=64, inter=128, experts_per_rank=4, wgrad_tile=64, weights_transposed=True)
     cfg = make_config(None, small)
     m = GpuMeasurer(cfg, [0], routing="random")
+    assert m.warm_s == 0.0  # the library default; the CLI's is 1 s
     x, w1, w2, dy = m.inputs[0]
     # bf16 bits, w1 / w2 stored as nn.Linear's layout ([E, 2I, h] / [E, h, I]) because the config says so
     assert (x.dtype, x.shape, dy.shape) == ("uint16", (64, 64), (64, 64))

@@ -35,9 +35,9 @@ def cmd_tune_cuda(args: argparse.Namespace) -> int:
     gpu = gpu_name(devices[0])
     key = tuning_cache.shape_key(cfg)
     print(f"measuring schedules for {key} on {gpu} (GPUs {devices}), routing={args.routing}, "
-          f"median of {args.iterations} fwd+bwd launches each")
+          f"median of {args.iterations} fwd+bwd launches each after {args.warm_seconds:g} s of untimed ones")
     print("drawing the routing and inputs once for every candidate ...", flush=True)
-    measurer = GpuMeasurer(cfg, devices, iterations=args.iterations, routing=args.routing)
+    measurer = GpuMeasurer(cfg, devices, iterations=args.iterations, routing=args.routing, warm_s=args.warm_seconds)
     res = tune_cuda(cfg, measurer, rounds=args.rounds, log=lambda line: print(line, flush=True))
     params = lambda t: " ".join(f"{k}={v}" for k, v in t.params.items())  # noqa: E731
     print(f"start : {params(res.start)}: {res.start.ms:.3f} ms")

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from .. import limits
-from ..args import check_output_file, int_arg, int_list_arg
+from ..args import check_output_file, float_arg, int_arg, int_list_arg
 from ..cli import add_config_args, config_from_args, directions
 from ..errors import HpmoeError
 from .api import Prediction, load_ssc_dir, predict
@@ -129,6 +129,9 @@ def register_tune(sub: argparse._SubParsersAction) -> None:
                    help="cuda: GPU of each rank (default: rank r on GPU r)")
     p.add_argument("--iterations", type=int_arg(1, 1000), default=5,
                    help="cuda: timed fwd+bwd launches per candidate (the median counts)")
+    p.add_argument("--warm-seconds", type=float_arg(0.0, 60.0), default=1.0,
+                   help="cuda: untimed fwd+bwd launches per candidate for this long first, so that it is timed "
+                        "at the clock a training loop holds under the GPU's power cap (docs/cuda.md)")
     p.add_argument("--cache", metavar="JSON", help="cuda: tuning cache file (default $HPMOE_TUNING_CACHE or "
                    "~/.cache/hpmoe/tuning.json)")
     p.set_defaults(func=cmd_tune)
