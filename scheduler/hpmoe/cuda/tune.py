@@ -105,9 +105,10 @@ def tune_cuda(cfg: MoeConfig, runner: Callable[[MoeConfig], float], *, rounds: i
 
 class GpuMeasurer:
     """`runner(cfg) -> ms` for tune_cuda: median fwd + bwd kernel milliseconds (slowest rank) of a candidate on
-    this process's GPUs, after `warm_s` seconds of untimed launches. The routing and the inputs (in storage form, the config's weight layout) are drawn
-    once for the whole search: they do not depend on the schedule, and drawing Mixtral-8x7B's 1.4 G weights
-    in float64 per candidate had taken about two minutes of every trial."""
+    this process's GPUs, after `warm_s` seconds of untimed launches. The routing and the inputs (in storage
+    form, the config's weight layout) are drawn once for the whole search: they do not depend on the schedule,
+    and drawing Mixtral-8x7B's 1.4 G weights in float64 per candidate had taken about two minutes of every
+    trial."""
 
     def __init__(self, cfg: MoeConfig, devices: list[int], *, iterations: int = 5, routing: str = "random",
                  seed: int = 0, timeout_s: float = 60.0, warm_s: float = 0.0):
