@@ -241,15 +241,10 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
           if (m0 + r >= rows || 8 * v >= width) continue;
           const uint32_t src = Piece(slot_base, r, v);
           T* dst = out + (m0 + r) * ldc + n0 + 8 * v;
-          if (vectors && 8 * v + 8 <= width) {
+          if (vectors && 8 * v + 8 <= width)
             StoreGlobal16(dst, LoadShared16(src));
-          } else {
-            for (int q = 0; q < 8 && 8 * v + q < width; ++q) {
-              uint16_t bits;
-              asm volatile("ld.shared.u16 %0, [%1];" : "=h"(bits) : "r"(src + 2 * q));
-              reinterpret_cast<uint16_t*>(dst)[q] = bits;
-            }
-          }
+          else
+            StoreEdge(dst, src, width - 8 * v);
         }
         __syncthreads();
       }
