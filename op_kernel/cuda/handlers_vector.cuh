@@ -11,6 +11,16 @@
 #if HPMOE_GEMM_TMA
 #include "bulk_stream.cuh"
 #endif
+// SwiGLU and its gradient read their rows by bulk copies into shared memory (1, with the TMA tile) or by
+// loads into registers (0; the cp.async build always). Whole rows take the same time either way (one H200,
+// Mixtral-8x7B experts: 869 / 873 us a task), but 0 spills 1.6 KB in the worker kernel and its step was
+// 4-8% slower (session 18): kept as the comparison.
+#ifndef HPMOE_SWIGLU_STREAM
+#define HPMOE_SWIGLU_STREAM HPMOE_GEMM_TMA
+#endif
+#if HPMOE_SWIGLU_STREAM && !HPMOE_GEMM_TMA
+#error "HPMOE_SWIGLU_STREAM=1 needs the TMA tile's shared-memory layout (HPMOE_GEMM_TMA=1)"
+#endif
 
 namespace hpmoe {
 namespace cuda {
@@ -65,7 +75,7 @@ __device__ __forceinline__ void SwigluGradVec(const uint4& g, const uint4& u, co
   Store8(du_out, du);
 }
 
-#if HPMOE_GEMM_TMA
+#if HPMOE_SWIGLU_STREAM
 // Every vector of a stage of StreamRows: f(j, v, slot offset) for row j of the stage and vector v of it.
 template <class F>
 __device__ __forceinline__ void ForEachStagedVec(uint32_t rows, uint32_t w, F&& f) {
@@ -86,7 +96,7 @@ __device__ int32_t RunSwiglu(const DeviceRank& d, uint8_t* smem, const ssc::SscT
   const T* hs = d.Slot<T>(ssc::kSlotH) + b.c0;  // gate at hs[r * 2I + c], up at hs[r * 2I + I + c]
   T* as = d.Slot<T>(ssc::kSlotA) + b.c0;
   return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
-#if HPMOE_GEMM_TMA
+#if HPMOE_SWIGLU_STREAM
     // Gate and up rows through shared memory by bulk copies (bulk_stream.cuh).
     StreamRows<2>(smem, RowPieces(uint32_t(r1 - r0), uint32_t(b.cols)),
                   [&](int i, uint32_t j) { return hs + (r0 + j) * 2 * inter + i * inter; },
@@ -126,7 +136,7 @@ __device__ int32_t RunSwigluGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   const T* das = d.Slot<T>(ssc::kSlotDA) + b.c0;
   T* dhs = d.Slot<T>(ssc::kSlotDH) + b.c0;
   return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
-#if HPMOE_GEMM_TMA
+#if HPMOE_SWIGLU_STREAM
     StreamRows<3>(smem, RowPieces(uint32_t(r1 - r0), uint32_t(b.cols)),
                   [&](int i, uint32_t j) {
                     return i < 2 ? hs + (r0 + j) * 2 * inter + i * inter : das + (r0 + j) * inter;
