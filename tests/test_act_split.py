@@ -19,25 +19,23 @@ MIXTRAL = dict(ep=1, tokens=4096, hidden=4096, inter=14336, experts_per_rank=8, 
                wgrad_tile=256, num_aic=112, num_aiv=20, mixed_queues=True, claim_pool=True)
 
 
-def test_rule_follows_the_gmm_block():
-    cfg = make_config(None, MIXTRAL)
-    assert act_split.act_n_block(cfg) == 2048  # the GMM block: each task reads one GMM1 block of gate, one of up
-    assert act_split.act_blocks(cfg) == [(c0, 2048) for c0 in range(0, 14336, 2048)]
-    # The gradient keeps whole rows (measured: split it cost the backward time); an explicit block is both's.
-    assert act_split.act_n_block(cfg, TaskType.SWIGLU_GRAD) == 0
-    assert act_split.act_blocks(cfg, TaskType.SWIGLU_GRAD) == [(0, 14336)]
-    assert act_split.act_n_block(cfg.replace(act_n_block=4096), TaskType.SWIGLU_GRAD) == 4096
-    tasks = {d: [int(t) for s in compile_group(cfg, d) for t in s.tasks["task_type"]] for d in ("fwd", "bwd")}
-    assert tasks["fwd"].count(TaskType.SWIGLU) == 7 * 64 and tasks["bwd"].count(TaskType.SWIGLU_GRAD) == 64
-    transposed = make_config(None, {**MIXTRAL, "weights_transposed": True, "gmm_n_block": 768})
-    assert act_split.act_n_block(transposed) == 768  # lcm(768, wgrad_tile 256)
-    assert act_split.act_n_block(transposed.replace(wgrad_tile=512)) == 1536
+def test_rule_keeps_whole_rows_and_an_explicit_block_splits_both():
+    cfg = make_config(None, MIXTRAL)  # the GMM split in force with mixed queues: still whole rows (session 18)
+    assert act_split.act_n_block(cfg) == 0 and act_split.act_n_block(cfg, TaskType.SWIGLU_GRAD) == 0
+    assert act_split.act_blocks(cfg) == [(0, 14336)]
+    split = cfg.replace(act_n_block=2048)
+    assert act_split.act_blocks(split) == [(c0, 2048) for c0 in range(0, 14336, 2048)]
+    assert act_split.act_blocks(split, TaskType.SWIGLU_GRAD) == act_split.act_blocks(split)
+    tasks = {d: [int(t) for s in compile_group(split, d) for t in s.tasks["task_type"]] for d in ("fwd", "bwd")}
+    assert tasks["fwd"].count(TaskType.SWIGLU) == 7 * 64 and tasks["bwd"].count(TaskType.SWIGLU_GRAD) == 7 * 64
+    whole = [int(t) for s in compile_group(cfg, "fwd") for t in s.tasks["task_type"]]
+    assert whole.count(TaskType.SWIGLU) == 64
 
 
 @pytest.mark.parametrize("over", [dict(mixed_queues=False, claim_pool=False), dict(row_pipelines=True),
                                   dict(tokens=65536), dict(gmm_n_block=16384)])
 def test_rule_keeps_whole_rows(over):
-    """No GMM split, no mixed queues, row pipelines (a chain is one unit), or a GMM block as wide as I."""
+    """No GMM split, no mixed queues, row pipelines, or a GMM block as wide as I: whole rows as everywhere."""
     cfg = make_config(None, {**MIXTRAL, **over})
     assert act_split.act_n_block(cfg) == 0 and act_split.act_blocks(cfg) == [(0, cfg.inter)]
 
@@ -69,7 +67,7 @@ def _region(ref) -> tuple[int, int, int]:
 
 
 def test_split_regions_and_waits_forward():
-    cfg = make_config("small", {"ep": 2, "gmm_n_block": 16, "mixed_queues": True})  # I = 32: two blocks of 16
+    cfg = make_config("small", {"ep": 2, "gmm_n_block": 16, "act_n_block": 16, "mixed_queues": True})  # I = 32
     s = compile_group(cfg, "fwd")[0]
     first = [t for t in _tasks(s, TaskType.SWIGLU) if t["outputs"][0]["row_offset"] == 0]
     assert [[_region(r) for r in t["inputs"][:3]] for t in first] == [
@@ -95,9 +93,11 @@ def test_split_regions_backward():
     assert [_region(r) for r in grad["outputs"]] == [(Slot.DH, 16, 16), (Slot.DH, 48, 16)]
 
 
-CASES = [dict(gmm_n_block=16, mixed_queues=True), dict(gmm_n_block=8, mixed_queues=True, claim_pool=True),
-         dict(inter=40, wgrad_tile=8, gmm_n_block=16, mixed_queues=True),  # I not a multiple of the block
-         dict(gmm_n_block=16, weights_transposed=True, mixed_queues=True, claim_pool=True, ep=3, topk=3),
+CASES = [dict(gmm_n_block=16, act_n_block=16, mixed_queues=True),
+         dict(gmm_n_block=8, act_n_block=8, mixed_queues=True, claim_pool=True),
+         dict(inter=40, wgrad_tile=8, gmm_n_block=16, act_n_block=16, mixed_queues=True),  # I not a multiple of it
+         dict(gmm_n_block=16, act_n_block=16, weights_transposed=True, mixed_queues=True, claim_pool=True, ep=3,
+              topk=3),
          dict(inter=40, wgrad_tile=8, gmm_n_block=16, act_n_block=32, weights_transposed=True, mixed_queues=True),
          dict(gmm_n_block=8, act_n_block=16, mixed_queues=True, row_pipelines=True, claim_pool=True),
          dict(act_n_block=8)]  # dealt CTQ / VTQ without mixed queues: only the AscendC kernel refuses it

@@ -1,4 +1,4 @@
-"""Column split of the activation tasks (SwiGLU and its gradient), matched to the GMM column split.
+"""Column split of the activation tasks (SwiGLU and its gradient), on request (cfg.act_n_block).
 
 A SwiGLU task is one row tile times the whole width I by default: at Mixtral's I = 14336 that is 11 MB a
 task on one vector worker, and every GMM2 block of the row waits on it. Split, the task for columns
@@ -7,18 +7,19 @@ of H, one wait: events.py merges the producers of one slot's regions) and writes
 the gradient task reads dA's and H's same columns and writes dH's gate and up columns (two output regions).
 SwiGLU is elementwise, so the outputs are bitwise those of the whole width.
 
-Rule (cfg.act_n_block == 0): split the forward's SwiGLU only when the GMM column split is in force
-(gmm_split.n_block) with mixed queues and without row pipelines (a chain is one unit: a split adds tasks,
-not parallelism); the block is the GMM block, so each task reads whole GMM1 blocks where I allows; with
-weights_transposed the least multiple of it and wgrad_tile (see check_block). The gradient keeps the whole
-width. Measured on one H200, Mixtral-8x7B experts at 4096 tokens, with the second GMMs in the claim pool
-(worker_queues._pool_units): the forward 6.82 -> 6.15 ms split (the last row tile's SwiGLU, 0.8 ms on one
-block, had been the forward's tail), the backward 14.38 -> 14.71 ms. An explicit cfg.act_n_block applies to
-both; a block of I or more keeps the whole width.
+Rule (cfg.act_n_block == 0): whole rows, in both directions; an explicit cfg.act_n_block splits both, and a
+block of I or more keeps the whole width. History: the forward's SwiGLU was split into the GMM
+block when the GMM column split was in force with mixed queues and no row pipelines (Mixtral-8x7B experts,
+4096 tokens, one H200: forward 6.82 -> 6.15 ms, when the last row tile's whole-width SwiGLU was the forward's
+tail on a vector-queue block). Since the SwiGLU tasks are pool units and compute on the SFU (session 18,
+swiglu_math.cuh), whole rows are the faster forward: traces at Mixtral-8x7B 4096 tokens 5.46 against 5.66 ms
+(and 5.29 / 5.58, 5.55 / 5.80 with the library before), Mixtral-8x22B 4096 8.59 against 9.01, Mixtral-8x7B
+1024 2.23 against 2.27. A task of 512 columns took 37 us where whole rows take 18 us per as many elements:
+about 19 us a task of fixed cost (presumably its rows' 256 bulk copies of 1 KB, which one thread issues;
+benchmarks/cuda_results/h200_session18_swiglu.txt).
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError
@@ -27,14 +28,6 @@ from .ssc_format import FUSED_SWIGLU_GROUP, TaskType
 
 if TYPE_CHECKING:
     from .config import MoeConfig
-
-
-def auto_act_block(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> int:
-    """The compiler's block for this shape's SwiGLU or SwiGLU-gradient tasks (0: whole width)."""
-    n = n_block(cfg)
-    if task_type != TaskType.SWIGLU or not cfg.mixed_queues or cfg.row_pipelines or n == 0 or n >= cfg.inter:
-        return 0
-    return math.lcm(n, cfg.wgrad_tile) if cfg.weights_transposed else n
 
 
 def check_block(cfg: MoeConfig) -> None:
@@ -61,8 +54,8 @@ def check_block(cfg: MoeConfig) -> None:
 
 def act_n_block(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> int:
     """Columns of A per SwiGLU (or, by task_type, SwiGLU-gradient) task in force (0: whole width)."""
-    block = cfg.act_n_block or auto_act_block(cfg, task_type)
-    return 0 if block >= cfg.inter else block
+    del task_type  # both directions take the one explicit block (the rule: whole rows, above)
+    return 0 if cfg.act_n_block >= cfg.inter else cfg.act_n_block
 
 
 def act_blocks(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> list[tuple[int, int]]:

@@ -44,7 +44,7 @@ class MoeConfig:
     fuse_swiglu: bool = False  # SwiGLU and its gradient in the GMM tiles' epilogues (graphs.py; needs mixed_queues)
     expert_aligned: bool = False  # each local expert's rows start on a tile_m boundary (CPU twin, CUDA)
     gmm_n_block: int = 0  # output columns per GMM task (0: the compiler's choice, gmm_split.py); not in the SSC
-    act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: the compiler's choice, act_split.py)
+    act_n_block: int = 0  # columns of A per SwiGLU / SwiGLU-grad task (0: whole rows, act_split.py)
     wgrad_n_block: int = 0  # output columns per weight-gradient task, claim pool only (0: whole); not in the SSC
     # The first GMM of each direction and its SwiGLU step in the claim pool too, in panel order (mixed queues
     # and claim pool, no row pipelines; worker_queues._first_stage); not in the SSC.

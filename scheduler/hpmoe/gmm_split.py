@@ -4,7 +4,7 @@ A GMM task is one row tile times the whole expert width by default. When the exp
 fewer than the cube workers (Mixtral: h 4096, I 14336, top-2 at 4096 tokens gives 64 row tiles for 112
 GPU blocks), each GMM op's output columns are split into blocks of `cols_per_task` columns, one task each;
 events follow from the regions (a whole-row SwiGLU waits on every block of its row tile; act_split.py splits
-SwiGLU to match).
+SwiGLU into column blocks when asked).
 
 Rule (cfg.gmm_n_block == 0): split only for the GPU deals (mixed queues; the AscendC kernel and the A3
 model take whole widths and refuse mixed queues anyway), not with row pipelines (a chain is one unit, so a

@@ -112,8 +112,9 @@ def run_with_activations(cfg, inputs):
 @pytest.mark.parametrize("ep", [1, 2])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("routing,topk", [("balanced", 1), ("skewed", 2), ("empty", 4), ("balanced", 8)])
-@pytest.mark.parametrize("over", [dict(gmm_n_block=256), dict(gmm_n_block=256, claim_pool=True),
-                                  dict(gmm_n_block=264, weights_transposed=True),
+@pytest.mark.parametrize("over", [dict(gmm_n_block=256, act_n_block=256),
+                                  dict(gmm_n_block=256, act_n_block=256, claim_pool=True),
+                                  dict(gmm_n_block=264, act_n_block=264, weights_transposed=True),
                                   dict(gmm_n_block=128, act_n_block=256, claim_pool=True)])
 def test_split_activation_is_bitwise_the_whole_rows(ep, dtype, routing, topk, over):
     """SwiGLU and its gradient in column blocks (act_split.py; I = 392: blocks of 256 + 136, 264 + 128)

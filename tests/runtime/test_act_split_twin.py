@@ -49,8 +49,8 @@ def assert_split_matches_float64_and_whole(cfg, whole_cfg, inputs, ref, label: s
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("routing,topk", [("random", 1), ("skewed", 2), ("empty", 2), ("random", 8)])
-@pytest.mark.parametrize("split", [dict(gmm_n_block=16, mixed_queues=True, claim_pool=True),
-                                   dict(RAGGED, gmm_n_block=16, mixed_queues=True),
+@pytest.mark.parametrize("split", [dict(gmm_n_block=16, act_n_block=16, mixed_queues=True, claim_pool=True),
+                                   dict(RAGGED, gmm_n_block=16, act_n_block=16, mixed_queues=True),
                                    dict(RAGGED, act_n_block=24, weights_transposed=True)])
 def test_split_is_bitwise_the_whole_rows_and_matches_float64(dtype, routing, topk, split):
     cfg, inputs, ref = case(routing, seed=topk, dtype=dtype, topk=topk, **split)

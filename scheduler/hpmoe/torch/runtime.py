@@ -181,10 +181,11 @@ class MoeFfnRuntime:
             # them, not 4 (one H200, fwd+bwd kernels: Mixtral-8x7B experts at 4096 tokens 24.7 ms with
             # 112 + 20 blocks against 40.1 with 128 + 4, 27.8 with 96 + 36; DeepSeek-V3 at 1024 tokens 5.5
             # against 11.0 ms; benchmarks/RESULTS.md).
-            # The forward's SwiGLU runs in the GMM's column blocks, its gradient in whole rows (act_split.py).
-            # With the first GMM pooled (the default here) those steps are pool units every block claims, and the
-            # split measured within the spread: fwd+bwd kernels 112 + 20 / 128 + 4, Mixtral-8x22B 29.49 / 30.35 ms,
-            # DBRX 38.28 / 37.00, Mixtral-8x7B 17.00 / 17.36, gpt-oss-20b 6.90 / 6.89 (RESULTS.md, session 12).
+            # SwiGLU and its gradient run in whole rows (act_split.py; in the GMM's column blocks before session
+            # 18, when this split was measured). With the first GMM pooled (the default here) those steps are pool
+            # units every block claims, and the split measured within the spread: fwd+bwd kernels 112 + 20 /
+            # 128 + 4, Mixtral-8x22B 29.49 / 30.35 ms, DBRX 38.28 / 37.00, Mixtral-8x7B 17.00 / 17.36, gpt-oss-20b
+            # 6.90 / 6.89 (RESULTS.md, session 12).
             # Fused SwiGLU leaves the vector-queue blocks only puts and reductions: the default 4 (Mixtral-8x7B,
             # fused bound above: 16.3-16.5 ms with 128 + 4 blocks against 17.2-17.7 with 112 + 20).
             many = 20 if not self.fuse_swiglu else self.num_aiv
