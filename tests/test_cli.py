@@ -22,6 +22,16 @@ def test_every_command_has_help(command):
     assert proc.returncode == 0 and "usage: hpmoe" in proc.stdout, proc.stderr
 
 
+def test_python_dash_m_hpmoe_is_the_same_cli(tmp_path):
+    """`python -m hpmoe` (machines with the package on PYTHONPATH, not installed) runs hpmoe.cli's main, exit
+    codes included."""
+    ok = subprocess.run([sys.executable, "-m", "hpmoe", "tune", "--help"], capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0 and "usage: hpmoe tune" in ok.stdout, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "hpmoe", "compile", "--preset", "nope", "-o", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown preset 'nope'" in bad.stderr, bad.stderr
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--preset", "nope"], "unknown preset 'nope'"),
     (["--preset", "small", "--topk", "9"], "topk=9 is larger than the number of experts"),
