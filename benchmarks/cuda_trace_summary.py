@@ -40,9 +40,13 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
             by_type[e["name"]].append(e)
         for kind, group in sorted(by_type.items(), key=lambda kv: min(e["ts"] for e in kv[1])):
             busy = sum(e["dur"] for e in group)
+            durations = sorted(e["dur"] for e in group)
+            # Median and p90 beside the mean: a task type whose time does not move with the launch's load (a
+            # tight p10-p90) is bound by its own instructions, not by memory (SwiGLU, session 18).
             print(f"  {kind:<20} n={len(group):<5} first {(min(e['ts'] for e in group) - t0) / 1e3:6.2f} ms  "
                   f"last end {(max(e['ts'] + e['dur'] for e in group) - t0) / 1e3:6.2f} ms  "
-                  f"{busy / 1e3:8.1f} block-ms  mean {busy / len(group):6.0f} us")
+                  f"{busy / 1e3:8.1f} block-ms  mean {busy / len(group):6.0f} us  "
+                  f"median {percentile(durations, 50):6.0f}  p90 {percentile(durations, 90):6.0f}")
         by_lane = collections.defaultdict(list)
         for e in mine:
             by_lane[e["tid"]].append(e)
@@ -69,6 +73,33 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
         print(f"  blocks running GMM tiles, per {100 // bins}% of the span: {[round(p) for p in profile]}")
         print("  idle before each task type on those blocks (block-ms): "
               + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in idle.most_common()))
+        gaps = long_gaps(by_lane.values(), GAP_US)
+        if gaps:
+            at, gap, before, after = max(gaps, key=lambda g: g[1])
+            print(f"  gaps over {GAP_US} us between two tasks of one block: {len(gaps)}, "
+                  f"{sum(g[1] for g in gaps) / 1e3:.1f} block-ms; longest {gap:.0f} us at {(at - t0) / 1e3:.2f} ms "
+                  f"({before} -> {after})")
+
+
+GAP_US = 50
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile of sorted `values`, nearest rank."""
+    return values[min(len(values) - 1, int(q / 100 * len(values)))]
+
+
+def long_gaps(lanes, over_us: float) -> list[tuple[float, float, str, str]]:
+    """(end of the earlier task, gap in us, its type, the next task's type) for every pair of consecutive tasks
+    on one lane more than `over_us` apart: time a block spent waiting on a dependency, or not running."""
+    gaps = []
+    for lane in lanes:
+        lane = sorted(lane, key=lambda e: e["ts"])
+        for a, b in zip(lane, lane[1:]):
+            end = a["ts"] + a["dur"]
+            if b["ts"] - end > over_us:
+                gaps.append((end, b["ts"] - end, a["name"], b["name"]))
+    return gaps
 
 
 def main() -> int:
