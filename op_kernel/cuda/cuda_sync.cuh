@@ -9,6 +9,7 @@
 
 #include "../runtime/backend_traits.h"
 #include "device_rank.cuh"
+#include "tile_profile.cuh"
 
 namespace hpmoe {
 namespace cuda {
@@ -80,6 +81,7 @@ class CudaSync {
     __shared__ int32_t status;
     __shared__ uint32_t counter;
     __shared__ int32_t detail;
+    const uint64_t t_enter = ProfileClock();  // timing-only builds (tile_profile.cuh)
     if (threadIdx.x == 0) {
       const uint32_t* c = d_.Counter(d_.rank, event);
       uint32_t v = LoadAcquire(c);
@@ -113,18 +115,22 @@ class CudaSync {
     seen->counter = counter;
     seen->detail = detail;
     __syncthreads();
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) SyncProfileAdd(kSyncWait, ProfileClock() - t_enter);
     return st;
   }
 
   __device__ void Signal(uint32_t rank, uint32_t event) {
+    const uint64_t t_enter = ProfileClock();
     __syncthreads();
     if (threadIdx.x == 0) AddRelease(d_.Counter(rank, event), 1u);
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) SyncProfileAdd(kSyncSignal, ProfileClock() - t_enter);
   }
 
   // Pool claims (kConfigClaimPool): thread 0 fetch-adds the rank's claim counter (counter num_events; the
   // claimed task's own waits order its reads), the block gets the value through shared memory.
   __device__ uint32_t Claim() {
     __shared__ uint32_t claimed;
+    const uint64_t t_enter = ProfileClock();
 #if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
     if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
 #else
@@ -133,6 +139,7 @@ class CudaSync {
     __syncthreads();
     const uint32_t k = claimed;
     __syncthreads();  // every thread has read it before the next claim writes it
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) SyncProfileAdd(kSyncClaim, ProfileClock() - t_enter);
     return k;
   }
 

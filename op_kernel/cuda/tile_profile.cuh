@@ -4,7 +4,7 @@
 // it; and each block's whole run, in cycles and nanoseconds (the tiles' share, the SM clock). A one-thread
 // kernel after each launch prints the sums (device printf) and clears them. Default builds compile none of it
 // (docs/cuda.md, "Per phase and per tile"). Under HPMOE_GEMM_PAIRS also how pool claims paired up (PairEvent)
-// and the paired tiles' K loop (kind 3).
+// and the paired tiles' K loop (kind 3). And thread 0's time in claims, waits and signals (SyncOp).
 #pragma once
 
 #include <stdint.h>
@@ -29,8 +29,20 @@ enum PairEvent {
   kPairEventCount
 };
 
+// Thread 0's time in the worker loop's sync calls (CudaSync), barriers included: pool claims, waits (met or
+// not), signals. Between two tasks a block runs nothing else, so these account for its gaps (session 18: traces
+// showed blocks idle for up to 3.8 ms between two ready pool units).
+enum SyncOp { kSyncClaim, kSyncWait, kSyncSignal, kSyncOpCount };
+
 #if HPMOE_EXPERIMENT_PROFILE
 __device__ unsigned long long g_tile_profile[4][kPhaseCount];
+__device__ unsigned long long g_sync_profile[kSyncOpCount][3];  // calls, cycles, the longest call's cycles
+
+__device__ __forceinline__ void SyncProfileAdd(int op, uint64_t cycles) {
+  atomicAdd(&g_sync_profile[op][0], 1ull);
+  atomicAdd(&g_sync_profile[op][1], (unsigned long long)cycles);
+  atomicMax(&g_sync_profile[op][2], (unsigned long long)cycles);
+}
 __device__ unsigned long long g_pair_profile[kPairEventCount];
 
 __device__ __forceinline__ void PairProfileAdd(int event) { atomicAdd(&g_pair_profile[event], 1ull); }
@@ -85,6 +97,17 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
              double(p[kPhaseStore]) / tiles, double(p[kPhaseLoop]) / double(p[kPhaseSteps] ? p[kPhaseSteps] : 1));
     for (int i = 0; i < kPhaseCount; ++i) p[i] = 0;
   }
+  const char* ops[kSyncOpCount] = {"claims", "waits", "signals"};
+  unsigned long long(*sp)[3] = g_sync_profile;
+  if (sp[kSyncClaim][0] + sp[kSyncWait][0] + sp[kSyncSignal][0] > 0) {
+    printf("sync profile %s:", direction ? "bwd" : "fwd");
+    for (int op = 0; op < kSyncOpCount; ++op)
+      printf(" %s %llu, %.0f cycles each, longest %llu;", ops[op], sp[op][0],
+             double(sp[op][1]) / double(sp[op][0] ? sp[op][0] : 1), sp[op][2]);
+    printf("\n");
+  }
+  for (int op = 0; op < kSyncOpCount; ++op)
+    for (int i = 0; i < 3; ++i) sp[op][i] = 0;
   unsigned long long* q = g_pair_profile;
   if (q[kPairAlone] + q[kPairAsked] + q[kPairServed] > 0)
     printf("pair profile %s: alone claims %llu, block-1 asks %llu (withdrawn %llu), rounds served %llu (both units "
@@ -94,6 +117,7 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
   for (int i = 0; i < kPairEventCount; ++i) q[i] = 0;
 }
 #else
+__device__ __forceinline__ void SyncProfileAdd(int, uint64_t) {}
 __device__ __forceinline__ void ProfileAdd(int, int, uint64_t) {}
 __device__ __forceinline__ void PairProfileAdd(int) {}
 __device__ __forceinline__ uint64_t ProfileClock() { return 0; }
