@@ -42,8 +42,8 @@ CONFIG_FLAGS = [
      "output columns per weight-gradient task, a multiple of 8, with the claim pool (0: the whole width; "
      "CPU twin and CUDA; wgrad_split.py says what it measured)"),
     ("--act-n-block", "act_n_block", int_arg(0),
-     "columns of A per SwiGLU / SwiGLU-gradient task, a multiple of 8 and of the GMM block (0: the compiler's "
-     "choice, the GMM block when GMM tasks are split; CPU twin and CUDA)"),
+     "columns of A per SwiGLU / SwiGLU-gradient task, a multiple of 8 and of the GMM block (0: whole rows, "
+     "the faster default; CPU twin and CUDA)"),
 ]
 
 
