@@ -75,10 +75,11 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
               + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in idle.most_common()))
         gaps = long_gaps(by_lane.values(), GAP_US)
         if gaps:
-            at, gap, before, after = max(gaps, key=lambda g: g[1])
+            at, gap, before, after, waiting = max(gaps, key=lambda g: g[1])
             print(f"  gaps over {GAP_US} us between two tasks of one block: {len(gaps)}, "
-                  f"{sum(g[1] for g in gaps) / 1e3:.1f} block-ms; longest {gap:.0f} us at {(at - t0) / 1e3:.2f} ms "
-                  f"({before} -> {after})")
+                  f"{sum(g[1] for g in gaps) / 1e3:.1f} block-ms ({sum(g[4] for g in gaps) / 1e3:.1f} waiting on "
+                  f"inputs, the rest with inputs ready); longest {gap:.0f} us at {(at - t0) / 1e3:.2f} ms "
+                  f"({before} -> {after}, {waiting:.0f} us of it waiting)")
 
 
 GAP_US = 50
@@ -89,16 +90,20 @@ def percentile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q / 100 * len(values)))]
 
 
-def long_gaps(lanes, over_us: float) -> list[tuple[float, float, str, str]]:
-    """(end of the earlier task, gap in us, its type, the next task's type) for every pair of consecutive tasks
-    on one lane more than `over_us` apart: time a block spent waiting on a dependency, or not running."""
+def long_gaps(lanes, over_us: float) -> list[tuple[float, float, str, str, float]]:
+    """(end of the earlier task, gap in us, its type, the next task's type, us of the gap before the next task's
+    inputs were ready) for every pair of consecutive tasks on one lane more than `over_us` apart. The trace
+    writer stamps each task with when its producers had all ended (args.ready, hpmoe/cuda/trace.py); a task
+    without it waited on nothing. The rest of a gap the block spent with its next task's inputs ready."""
     gaps = []
     for lane in lanes:
         lane = sorted(lane, key=lambda e: e["ts"])
         for a, b in zip(lane, lane[1:]):
             end = a["ts"] + a["dur"]
-            if b["ts"] - end > over_us:
-                gaps.append((end, b["ts"] - end, a["name"], b["name"]))
+            gap = b["ts"] - end
+            if gap > over_us:
+                waiting = min(gap, max(0.0, b["args"].get("ready", end) - end))
+                gaps.append((end, gap, a["name"], b["name"], waiting))
     return gaps
 
 

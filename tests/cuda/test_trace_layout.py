@@ -1,5 +1,6 @@
 """The GPU trace writer on made-up stamps (no GPU needed): every stamped task appears once, on its worker's
-lane; claimed pool tasks go on an AIC lane that was free when they started."""
+lane; claimed pool tasks go on an AIC lane that was free when they started; each task carries when the tasks
+triggering its events had all ended."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +8,7 @@ import numpy as np
 from hpmoe.compiler import compile_schedules
 from hpmoe.config import make_config
 from hpmoe.cuda.trace import UNPLACED_LANE, trace_events
-from hpmoe.ssc_format import QueueType
+from hpmoe.ssc_format import NO_EVENT, QueueType
 
 
 def test_every_task_once_and_pool_tasks_on_free_aic_lanes():
@@ -99,3 +100,29 @@ def test_with_mixed_queues_pool_units_go_on_any_claimer_lane_vector_ones_include
     for lane in {(e["pid"], e["tid"]) for e in tasks}:
         spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in tasks if (e["pid"], e["tid"]) == lane)
         assert all(a[1] <= b[0] + 1e-6 for a, b in zip(spans, spans[1:])), lane
+
+
+def test_ready_is_the_last_producer_end_on_any_rank():
+    cfg = make_config("small", {"ep": 2, "claim_pool": True})
+    schedules = compile_schedules(cfg, ["fwd"], [0, 1])
+    rng = np.random.default_rng(0)
+    stamps = {}
+    for s in schedules:  # made-up times: every task ran, in any order
+        begin = rng.integers(1_000_000, 2_000_000, len(s.tasks)).astype(np.uint64)
+        stamps[("fwd", s.rank)] = np.stack([begin, begin + rng.integers(10, 1000, len(s.tasks)).astype(np.uint64)], 1)
+    origin = min(int(stamps[("fwd", s.rank)][:, 0].min()) for s in schedules)
+    events = [e for e in trace_events(schedules, stamps) if e["ph"] == "X"]
+    checked = 0
+    for s in schedules:
+        for e in (e for e in events if e["pid"] == s.rank):
+            t = e["args"]["task"]
+            waits = {int(v) for v in s.tasks[t]["dependent_event"] if v != NO_EVENT}
+            ends = [int(stamps[("fwd", p.rank)][u, 1]) for p in schedules for u in range(len(p.tasks))
+                    for ev, rk in zip(p.tasks[u]["trigger_event"], p.tasks[u]["trigger_rank"])
+                    if ev != NO_EVENT and int(rk) == s.rank and int(ev) in waits]
+            if not waits:
+                assert "ready" not in e["args"], e
+                continue
+            assert e["args"]["ready"] == round((max(ends) - origin) / 1000.0, 3), (e, max(ends))
+            checked += 1
+    assert checked > 10

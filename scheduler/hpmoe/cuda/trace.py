@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..compiler import RankSchedule
-from ..ssc_format import TaskType
+from ..ssc_format import NO_EVENT, TaskType
 
 UNIT = ("AIC", "AIV")
 UNPLACED_LANE = 1999  # pool units that overlap every claimer lane's own work (stamps of a failed launch)
@@ -27,6 +27,7 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
     for di, (d, group) in enumerate(sorted(by_dir.items())):
         starts = [stamps[(d, s.rank)][:, 0] for s in group]
         origin = min(int(x[x > 0].min()) for x in starts if np.any(x > 0)) if any(np.any(x > 0) for x in starts) else 0
+        ready = _inputs_ready(group, {s.rank: stamps[(d, s.rank)] for s in group})
         for s in group:
             pid = di * 10000 + s.rank
             num_aic = s.cfg.num_aic
@@ -52,18 +53,46 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
                         continue  # not run (a failed launch) or not stamped
                     if tid in last_end:
                         last_end[tid] = max(last_end[tid], e)
-                    events.append(_task_event(s, t, pid, tid, b, e, origin))
-            events.extend(_pool_events(s, st, origin, pid, last_end))
+                    events.append(_task_event(s, t, pid, tid, b, e, origin, ready[s.rank]))
+            events.extend(_pool_events(s, st, origin, pid, last_end, ready[s.rank]))
     return events
 
 
-def _task_event(s: RankSchedule, t: int, pid: int, tid: int, b: int, e: int, origin: int, **extra) -> dict:
+def _inputs_ready(group: list[RankSchedule], stamps: dict[int, np.ndarray]) -> dict[int, dict[int, int]]:
+    """rank -> {task: the stamp (ns) at which the last task triggering one of its events ended}, for the tasks
+    with waits whose producers (on any rank of the direction) all ran. A gap before a task that started well
+    after this time was not a wait on its inputs (cuda_trace_summary.py splits the two)."""
+    last: dict[tuple[int, int], int] = {}  # (rank, event) -> latest end of its producers; -1: one did not run
+    for s in group:
+        ends = stamps[s.rank][:, 1].astype(np.int64)
+        runs = (stamps[s.rank][:, 0] != 0) & (stamps[s.rank][:, 1] >= stamps[s.rank][:, 0])
+        for t, (events, ranks) in enumerate(zip(s.tasks["trigger_event"].tolist(), s.tasks["trigger_rank"].tolist())):
+            for event, rank in zip(events, ranks):
+                if event != NO_EVENT:
+                    key = (rank, event)
+                    last[key] = -1 if last.get(key) == -1 or not runs[t] else max(last.get(key, 0), int(ends[t]))
+    ready: dict[int, dict[int, int]] = {}
+    for s in group:
+        mine = ready[s.rank] = {}
+        for t, waits in enumerate(s.tasks["dependent_event"].tolist()):
+            producers = [last.get((s.rank, e), -1) for e in waits if e != NO_EVENT]
+            if producers and min(producers) > 0:
+                mine[t] = max(producers)
+    return ready
+
+
+def _task_event(s: RankSchedule, t: int, pid: int, tid: int, b: int, e: int, origin: int, ready: dict[int, int],
+                **extra) -> dict:
+    """One complete event; args.ready: when its inputs were all there (us on the trace's clock), if known."""
+    args = {"task": t, "peer": int(s.tasks[t]["peer"]), **extra}
+    if t in ready:
+        args["ready"] = round((ready[t] - origin) / 1000.0, 3)
     return {"ph": "X", "name": TaskType(int(s.tasks[t]["task_type"])).name, "pid": pid, "tid": tid,
-            "ts": round((b - origin) / 1000.0, 3), "dur": round((e - b) / 1000.0, 3),
-            "args": {"task": t, "peer": int(s.tasks[t]["peer"]), **extra}}
+            "ts": round((b - origin) / 1000.0, 3), "dur": round((e - b) / 1000.0, 3), "args": args}
 
 
-def _pool_events(s: RankSchedule, st: np.ndarray, origin: int, pid: int, last_end: dict) -> list[dict]:
+def _pool_events(s: RankSchedule, st: np.ndarray, origin: int, pid: int, last_end: dict,
+                 ready: dict[int, int]) -> list[dict]:
     """Claimed units carry no worker id: each goes, whole, on the claimer lane that finished last before the
     unit started (a claimer runs its units one after another, after its own queue), marked "pool"."""
     units = []
@@ -81,7 +110,7 @@ def _pool_events(s: RankSchedule, st: np.ndarray, origin: int, pid: int, last_en
         for t in ran:
             b, e = int(st[t, 0]), int(st[t, 1])
             last_end[tid] = max(last_end.get(tid, 0), e)
-            out.append(_task_event(s, t, pid, tid, b, e, origin, pool=True))
+            out.append(_task_event(s, t, pid, tid, b, e, origin, ready, pool=True))
     return out
 
 
