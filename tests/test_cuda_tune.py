@@ -10,6 +10,7 @@ import pytest
 from hpmoe import tuning_cache
 from hpmoe.config import make_config
 from hpmoe.cuda.native import CudaFailure
+from hpmoe.errors import HpmoeError
 from hpmoe.cuda.tune import candidate_config, search_space, tune_cuda
 
 MIXTRAL = dict(ep=1, tokens=4096, hidden=4096, inter=14336, experts_per_rank=8, topk=2, dtype="bf16", tile_m=128,
@@ -19,17 +20,17 @@ MIXTRAL = dict(ep=1, tokens=4096, hidden=4096, inter=14336, experts_per_rank=8, 
 def test_search_finds_the_fastest_candidate_and_skips_refused_ones():
     cfg = make_config(None, MIXTRAL)
 
-    def runner(c):  # a made-up cost surface: best at 120+12 workers, blocks 2048 and 1024, pipelines refused
-        if c.row_pipelines:
+    def runner(c):  # a made-up cost surface: best at 120+12 workers, blocks 2048 and 1024, SwiGLU in GMM blocks,
+        if c.row_pipelines:  # pipelines refused
             raise CudaFailure("refused by the backend")
         return (10.0 + abs(c.num_aic - 120) * 0.1 + (0 if c.gmm_n_block == 2048 else 1.0) + (c.tile_m == 256)
-                + (0 if c.wgrad_n_block == 1024 else 0.5))
+                + (0 if c.wgrad_n_block == 1024 else 0.5) + (0 if c.act_n_block == c.gmm_n_block else 0.3))
 
     res = tune_cuda(cfg, runner)
     assert res.best.params == {"variant": "mixed+pool", "workers": "120+12", "tile_m": 128, "gmm_n_block": 2048,
-                               "wgrad_n_block": 1024}
+                               "wgrad_n_block": 1024, "act_n_block": "gmm"}
     assert res.best_cfg.num_aic == 120 and res.best_cfg.gmm_n_block == 2048 and res.best_cfg.claim_pool
-    assert res.best_cfg.wgrad_n_block == 1024
+    assert res.best_cfg.wgrad_n_block == 1024 and res.best_cfg.act_n_block == 2048
     assert any(t.skipped for t in res.tried) and res.best.ms == pytest.approx(10.0)
 
 
@@ -40,7 +41,17 @@ def test_search_space_is_valid_for_the_shape():
     for block in space["gmm_n_block"]:
         c = candidate_config(cfg, {"variant": "mixed", "workers": "112+20", "tile_m": 256, "gmm_n_block": block})
         assert c.recv_rows_per_src % 256 == 0 and c.gmm_n_block == block
-    assert space["wgrad_n_block"] == (0, 1024)
+    assert space["wgrad_n_block"] == (0, 1024) and space["act_n_block"] == (0, "gmm")
+    split = candidate_config(cfg, {"variant": "mixed+pool", "workers": "112+20", "tile_m": 128, "gmm_n_block": 0,
+                                   "act_n_block": "gmm"})
+    assert split.act_n_block == 2048  # the compiler's GMM block at this shape
+    with pytest.raises(HpmoeError, match="no GMM column split in force"):  # row pipelines do not split GMMs
+        candidate_config(cfg, {"variant": "pipelines+pool", "workers": "112+20", "tile_m": 128, "gmm_n_block": 0,
+                               "act_n_block": "gmm"})
+    transposed = make_config(None, {**MIXTRAL, "weights_transposed": True})
+    c = candidate_config(transposed, {"variant": "mixed+pool", "workers": "112+20", "tile_m": 128, "gmm_n_block": 768,
+                                      "act_n_block": "gmm"})
+    assert c.act_n_block == 768  # lcm(768, wgrad_tile 256)
     for block in space["wgrad_n_block"]:
         c = candidate_config(cfg, {"variant": "mixed+pool", "workers": "112+20", "tile_m": 128, "gmm_n_block": 0,
                                    "wgrad_n_block": block})

@@ -5,8 +5,10 @@ launches after one warm-up pair), never predicted. Coordinate search, as the A3 
 from the given config, try each value of one dimension with the others fixed, keep the best, repeat until a
 round changes nothing. Dimensions: the queue variant, the cube/vector worker split (same block total), the
 row tile, the GMM column block (gmm_split.py; 0 = the compiler's rule; the variant "mixed+pool+gmm1" claims
-the first GMM from the pool too, worker_queues._first_stage) and the weight-gradient column block
-(wgrad_split.py; 0 = whole widths, MoEFFN's default splits). A candidate the compiler or the
+the first GMM from the pool too, worker_queues._first_stage), the weight-gradient column block
+(wgrad_split.py; 0 = whole widths, MoEFFN's default splits) and SwiGLU's column block (act_split.py: 0 = whole
+rows, "gmm" = the candidate's GMM column block, so that SwiGLU tasks can start before a row's last GMM1
+block). A candidate the compiler or the
 backend refuses is skipped with its reason. The winner goes to tuning_cache.py, keyed by shape and GPU name.
 The search takes any `runner(cfg) -> ms`, so tests drive it without a GPU.
 """
@@ -21,8 +23,8 @@ from typing import Callable
 
 from ..config import MoeConfig
 from ..coordinate_search import coordinate_descent
-from ..errors import HpmoeError
-from ..gmm_split import GMM_TILE_N, gmm_widths, whole_width_block
+from ..errors import ConfigError, HpmoeError
+from ..gmm_split import GMM_TILE_N, gmm_widths, n_block, whole_width_block
 from ..tuning_cache import shape_key
 
 VARIANTS = {"mixed": dict(mixed_queues=True, row_pipelines=False, claim_pool=False, first_gmm_pool=False),
@@ -32,6 +34,7 @@ VARIANTS = {"mixed": dict(mixed_queues=True, row_pipelines=False, claim_pool=Fal
 VECTOR_BLOCKS = (20, 12, 4)  # vector-queue blocks tried; cube blocks = the config's total minus these
 TILE_M = (128, 256)          # 64-row tiles ran 1.45x slower (docs/cuda.md): the tile is built for 128 rows
 WGRAD_N_BLOCKS = (1024,)     # besides 0 (whole widths): the block measured in wgrad_split.py
+ACT_N_BLOCKS = (0, "gmm")    # whole rows, or the GMM column block in force (act_block_of)
 
 
 @dataclasses.dataclass
@@ -56,22 +59,36 @@ def search_space(cfg: MoeConfig) -> dict[str, tuple]:
     blocks += [b for b in (256, 512, 1024, 2048, 4096) if b < max(gmm_widths(cfg)) and b % GMM_TILE_N == 0]
     wgrad = (0,) + tuple(b for b in WGRAD_N_BLOCKS if b < max(cfg.hidden, 2 * cfg.inter))
     return {"variant": tuple(VARIANTS), "workers": workers, "tile_m": TILE_M, "gmm_n_block": tuple(blocks),
-            "wgrad_n_block": wgrad}
+            "wgrad_n_block": wgrad, "act_n_block": ACT_N_BLOCKS}
+
+
+def act_block_of(cfg: MoeConfig, value: int | str) -> int:
+    """act_n_block for a candidate: an integer as given; "gmm", the GMM column block in force (a multiple of
+    wgrad_tile too with weights_transposed, act_split.check_block). ConfigError (the candidate is skipped) when
+    no GMM split is in force: "gmm" would be whole rows, a candidate already tried."""
+    if value != "gmm":
+        return int(value)
+    block = n_block(cfg)
+    if not 0 < block < cfg.inter:
+        raise ConfigError("act_n_block=gmm: no GMM column split in force, the same as whole rows")
+    return math.lcm(block, cfg.wgrad_tile) if cfg.weights_transposed else block
 
 
 def candidate_config(cfg: MoeConfig, params: dict) -> MoeConfig:
     """cfg with a candidate's parameters; the bucket is re-derived (tile_m changes its rounding)."""
     aic, _, aiv = params["workers"].partition("+")
-    return cfg.replace(**VARIANTS[params["variant"]], num_aic=int(aic), num_aiv=int(aiv), tile_m=params["tile_m"],
-                       gmm_n_block=params["gmm_n_block"], wgrad_n_block=params.get("wgrad_n_block", 0),
-                       recv_rows_per_src=0, token_tile=0)
+    c = cfg.replace(**VARIANTS[params["variant"]], num_aic=int(aic), num_aiv=int(aiv), tile_m=params["tile_m"],
+                    gmm_n_block=params["gmm_n_block"], wgrad_n_block=params.get("wgrad_n_block", 0),
+                    act_n_block=0, recv_rows_per_src=0, token_tile=0)
+    act = act_block_of(c, params.get("act_n_block", 0))
+    return c.replace(act_n_block=act) if act else c
 
 
 def start_params(cfg: MoeConfig) -> dict:
     variant = next((name for name, flags in VARIANTS.items()
                     if all(getattr(cfg, k) == v for k, v in flags.items())), "mixed+pool+gmm1")
     return {"variant": variant, "workers": f"{cfg.num_aic}+{cfg.num_aiv}", "tile_m": cfg.tile_m,
-            "gmm_n_block": cfg.gmm_n_block, "wgrad_n_block": cfg.wgrad_n_block}
+            "gmm_n_block": cfg.gmm_n_block, "wgrad_n_block": cfg.wgrad_n_block, "act_n_block": cfg.act_n_block}
 
 
 def tune_cuda(cfg: MoeConfig, runner: Callable[[MoeConfig], float], *, rounds: int = 2,
