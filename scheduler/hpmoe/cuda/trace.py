@@ -60,8 +60,9 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
 
 def _inputs_ready(group: list[RankSchedule], stamps: dict[int, np.ndarray]) -> dict[int, dict[int, int]]:
     """rank -> {task: the stamp (ns) at which the last task triggering one of its events ended}, for the tasks
-    with waits whose producers (on any rank of the direction) all ran. A gap before a task that started well
-    after this time was not a wait on its inputs (cuda_trace_summary.py splits the two)."""
+    with waits whose producers (on any rank of the direction) all ran. A producer's end stamp precedes its
+    signal, so this is when the inputs were written, a little before the counter said so. A gap before a task
+    that started well after this time was not a wait on its inputs (cuda_trace_summary.py splits the two)."""
     last: dict[tuple[int, int], int] = {}  # (rank, event) -> latest end of its producers; -1: one did not run
     for s in group:
         ends = stamps[s.rank][:, 1].astype(np.int64)
