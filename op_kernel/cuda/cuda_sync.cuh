@@ -20,6 +20,23 @@ __device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
   return v;
 }
 
+// Experiment (-DHPMOE_SYNC_GPU_SCOPE=1, not the default, not yet run on a GPU): at EP 1 every counter lives on
+// this GPU and only its blocks touch it, so gpu-scope acquire and release order the task payloads as well as
+// the system scope does, which the other ranks (peer GPUs, or processes sharing one) need. Question it asks:
+// whether the system-scope fence in each signal is part of the pauses between tasks (docs/cuda.md, "Blocks
+// that pause between two ready pool units").
+#ifndef HPMOE_SYNC_GPU_SCOPE
+#define HPMOE_SYNC_GPU_SCOPE 0
+#endif
+__device__ __forceinline__ uint32_t LoadAcquireGpu(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void AddReleaseGpu(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void AddRelease(uint32_t* p, uint32_t v) {
   asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -84,12 +101,12 @@ class CudaSync {
     const uint64_t t_enter = ProfileClock();  // timing-only builds (tile_profile.cuh)
     if (threadIdx.x == 0) {
       const uint32_t* c = d_.Counter(d_.rank, event);
-      uint32_t v = LoadAcquire(c);
+      uint32_t v = LoadCounter(c);
       int32_t st = rt::kOk, det = 0;
       if (!rt::CounterReached(v, target)) {
         const uint64_t deadline = GlobalTimerNs() + d_.timeout_ns;
         for (uint32_t spin = 1;; ++spin) {
-          v = LoadAcquire(c);
+          v = LoadCounter(c);
           if (rt::CounterReached(v, target)) break;
           if ((spin & 63) == 0) {
             const uint32_t abort = LoadAcquire(d_.AbortWord(d_.rank));
@@ -122,7 +139,7 @@ class CudaSync {
   __device__ void Signal(uint32_t rank, uint32_t event) {
     const uint64_t t_enter = ProfileClock();
     __syncthreads();
-    if (threadIdx.x == 0) AddRelease(d_.Counter(rank, event), 1u);
+    if (threadIdx.x == 0) AddCounter(d_.Counter(rank, event), 1u);
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) SyncProfileAdd(kSyncSignal, ProfileClock() - t_enter);
   }
 
@@ -149,10 +166,18 @@ class CudaSync {
                                uint32_t value) {
     if (bytes != 0) BlockCopy(d_.Peer(dst_rank, static_cast<uint8_t*>(dst)), src, bytes);
     __syncthreads();
-    if (threadIdx.x == 0 && event != ssc::kNoEvent) AddRelease(d_.Counter(dst_rank, event), value);
+    if (threadIdx.x == 0 && event != ssc::kNoEvent) AddCounter(d_.Counter(dst_rank, event), value);
   }
 
  private:
+  // Event counters: system scope (peers), or gpu scope at EP 1 under HPMOE_SYNC_GPU_SCOPE (above).
+  __device__ bool GpuScope() const { return HPMOE_SYNC_GPU_SCOPE && d_.cfg.ep == 1; }
+  __device__ uint32_t LoadCounter(const uint32_t* c) const { return GpuScope() ? LoadAcquireGpu(c) : LoadAcquire(c); }
+  __device__ void AddCounter(uint32_t* c, uint32_t v) const {
+    if (GpuScope()) AddReleaseGpu(c, v);
+    else AddRelease(c, v);
+  }
+
   const DeviceRank& d_;
 };
 
