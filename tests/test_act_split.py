@@ -21,15 +21,13 @@ MIXTRAL = dict(ep=1, tokens=4096, hidden=4096, inter=14336, experts_per_rank=8, 
 
 def test_rule_keeps_whole_rows_and_an_explicit_block_splits_both():
     cfg = make_config(None, MIXTRAL)  # the GMM split in force with mixed queues: still whole rows (session 18)
-    assert act_split.act_n_block(cfg) == 0 and act_split.act_n_block(cfg, TaskType.SWIGLU_GRAD) == 0
-    assert act_split.act_blocks(cfg) == [(0, 14336)]
+    assert act_split.act_n_block(cfg) == 0 and act_split.act_blocks(cfg) == [(0, 14336)]
     split = cfg.replace(act_n_block=2048)
     assert act_split.act_blocks(split) == [(c0, 2048) for c0 in range(0, 14336, 2048)]
-    assert act_split.act_blocks(split, TaskType.SWIGLU_GRAD) == act_split.act_blocks(split)
     tasks = {d: [int(t) for s in compile_group(split, d) for t in s.tasks["task_type"]] for d in ("fwd", "bwd")}
     assert tasks["fwd"].count(TaskType.SWIGLU) == 7 * 64 and tasks["bwd"].count(TaskType.SWIGLU_GRAD) == 7 * 64
-    whole = [int(t) for s in compile_group(cfg, "fwd") for t in s.tasks["task_type"]]
-    assert whole.count(TaskType.SWIGLU) == 64
+    whole = {d: [int(t) for s in compile_group(cfg, d) for t in s.tasks["task_type"]] for d in ("fwd", "bwd")}
+    assert whole["fwd"].count(TaskType.SWIGLU) == 64 and whole["bwd"].count(TaskType.SWIGLU_GRAD) == 64
 
 
 @pytest.mark.parametrize("over", [dict(mixed_queues=False, claim_pool=False), dict(row_pipelines=True),

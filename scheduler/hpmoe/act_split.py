@@ -52,15 +52,14 @@ def check_block(cfg: MoeConfig) -> None:
                           f"weights_transposed each dW1 tile must read one SwiGLU-gradient column block")
 
 
-def act_n_block(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> int:
-    """Columns of A per SwiGLU (or, by task_type, SwiGLU-gradient) task in force (0: whole width)."""
-    del task_type  # both directions take the one explicit block (the rule: whole rows, above)
+def act_n_block(cfg: MoeConfig) -> int:
+    """Columns of A per SwiGLU and SwiGLU-gradient task in force (0: whole width); one block for both."""
     return 0 if cfg.act_n_block >= cfg.inter else cfg.act_n_block
 
 
-def act_blocks(cfg: MoeConfig, task_type: TaskType = TaskType.SWIGLU) -> list[tuple[int, int]]:
+def act_blocks(cfg: MoeConfig) -> list[tuple[int, int]]:
     """(first column of A, columns) of each SwiGLU (or SwiGLU-gradient) task of a row tile, left to right."""
-    return column_blocks(cfg.inter, act_n_block(cfg, task_type))
+    return column_blocks(cfg.inter, act_n_block(cfg))
 
 
 def fused_blocks(cfg: MoeConfig, task_type: TaskType) -> list[tuple[int, int]]:

@@ -83,7 +83,7 @@ def _tiling_records(graph: OperatorGraph, cfg: MoeConfig) -> np.ndarray:
         elif node.task_type in FUSED_TYPES:  # GEMM output columns per task: H's gate and up, dA
             n = fused_blocks(cfg, node.task_type)[0][1] * (2 if node.task_type == TaskType.GMM_SWIGLU else 1)
         elif node.task_type in ACT_TYPES:  # output columns per task: the block of A, of dH's gate and up
-            n = act_blocks(cfg, node.task_type)[0][1] * out.cols // cfg.inter
+            n = act_blocks(cfg)[0][1] * out.cols // cfg.inter
         else:
             n = out.cols
         rec[node.op_id] = (node.op_id, node.task_type, m, n, k, cfg.experts_per_rank, (0, 0))

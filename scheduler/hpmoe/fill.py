@@ -139,7 +139,7 @@ def fill_row_tiled(f: Filler) -> None:
     """GMM, SwiGLU and their gradients: tiles of the receive-row space, weights and counts read whole. A GMM
     row tile is one task per column block of its output (gmm_split.py), blocks left to right; a split SwiGLU
     or SwiGLU gradient goes through fill_act_blocks."""
-    if f.op.task_type in ACT_TYPES and act_n_block(f.cfg, f.op.task_type):
+    if f.op.task_type in ACT_TYPES and act_n_block(f.cfg):
         fill_act_blocks(f)
         return
     (out,) = f.op.outputs
@@ -157,7 +157,7 @@ def fill_act_blocks(f: Filler) -> None:
     becomes two, gate [c0, c0 + m) then up [I + c0, I + c0 + m); I-wide ones (A, dA) the block itself.
     SwiGLU: (H gate, H up, counts) -> A; gradient: (dA, H gate, H up, counts) -> (dH gate, dH up)."""
     inter = f.cfg.inter
-    blocks = act_blocks(f.cfg, f.op.task_type)
+    blocks = act_blocks(f.cfg)
 
     def regions(t: TensorSpec, row0: int, rows: int, c0: int, cols: int) -> list[Ref]:
         if t.slot not in RECV_SPACE:
