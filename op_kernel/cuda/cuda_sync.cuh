@@ -41,12 +41,6 @@ __device__ __forceinline__ void AddRelease(uint32_t* p, uint32_t v) {
   asm volatile("red.release.sys.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-__device__ __forceinline__ uint64_t GlobalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // Marks the group failed (first failure wins on each rank) so that every other worker stops at its next wait.
 __device__ __forceinline__ void RaiseAbort(const DeviceRank& d) {
   for (uint32_t r = 0; r < d.cfg.ep; ++r) atomicCAS(d.AbortWord(r), 0u, d.rank + 1);

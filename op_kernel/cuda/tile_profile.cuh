@@ -29,6 +29,13 @@ enum PairEvent {
   kPairEventCount
 };
 
+// The GPU's global nanosecond timer: trace stamps, wait deadlines (cuda_sync.cuh) and the block profile below.
+__device__ __forceinline__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // Thread 0's time in the worker loop's sync calls (CudaSync), barriers included: pool claims, waits (met or
 // not), signals. Between two tasks a block runs nothing else, so these account for its gaps (session 18: traces
 // showed blocks idle for up to 3.8 ms between two ready pool units).
@@ -58,17 +65,12 @@ __device__ unsigned long long g_block_profile[3];  // blocks, their cycles, thei
 struct BlockStamp {
   uint64_t cycles, ns;
 };
-__device__ __forceinline__ uint64_t ProfileNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ BlockStamp ProfileBlockBegin() { return {uint64_t(clock64()), ProfileNs()}; }
+__device__ __forceinline__ BlockStamp ProfileBlockBegin() { return {uint64_t(clock64()), GlobalTimerNs()}; }
 __device__ __forceinline__ void ProfileBlockEnd(const BlockStamp& b) {
   if (threadIdx.x != 0) return;
   atomicAdd(&g_block_profile[0], 1ull);
   atomicAdd(&g_block_profile[1], (unsigned long long)(clock64() - b.cycles));
-  atomicAdd(&g_block_profile[2], (unsigned long long)(ProfileNs() - b.ns));
+  atomicAdd(&g_block_profile[2], (unsigned long long)(GlobalTimerNs() - b.ns));
 }
 
 // Enqueued after each persistent launch (a separate kernel: a call inside the worker kernel would make ptxas
