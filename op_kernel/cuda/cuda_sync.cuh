@@ -93,11 +93,13 @@ class CudaSync {
     __shared__ uint32_t counter;
     __shared__ int32_t detail;
     const uint64_t t_enter = ProfileClock();  // timing-only builds (tile_profile.cuh)
+    bool unmet = false;
     if (threadIdx.x == 0) {
       const uint32_t* c = d_.Counter(d_.rank, event);
       uint32_t v = LoadCounter(c);
       int32_t st = rt::kOk, det = 0;
-      if (!rt::CounterReached(v, target)) {
+      unmet = !rt::CounterReached(v, target);
+      if (unmet) {
         const uint64_t deadline = GlobalTimerNs() + d_.timeout_ns;
         for (uint32_t spin = 1;; ++spin) {
           v = LoadCounter(c);
@@ -126,7 +128,12 @@ class CudaSync {
     seen->counter = counter;
     seen->detail = detail;
     __syncthreads();
-    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) SyncProfileAdd(kSyncWait, ProfileClock() - t_enter);
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) {
+      const uint64_t cycles = ProfileClock() - t_enter;
+      SyncProfileAdd(kSyncWait, cycles);
+      const int source = in_pool_ ? kWaitPool : blockIdx.x < d_.cfg.num_aic ? kWaitCubeQueue : kWaitVectorQueue;
+      WaitProfileAdd(d_.program.events[event].op_id, source, cycles, unmet);
+    }
     return st;
   }
 
@@ -142,6 +149,7 @@ class CudaSync {
   __device__ uint32_t Claim() {
     __shared__ uint32_t claimed;
     const uint64_t t_enter = ProfileClock();
+    in_pool_ = true;  // (the wait profile: every later wait is a pool unit's)
 #if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
     if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
 #else
@@ -173,6 +181,7 @@ class CudaSync {
   }
 
   const DeviceRank& d_;
+  bool in_pool_ = false;  // a claim was made: the block runs pool units now
 };
 
 }  // namespace cuda

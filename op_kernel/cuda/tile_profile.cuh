@@ -40,6 +40,11 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
 // not), signals. Between two tasks a block runs nothing else, so these account for its gaps (session 18: traces
 // showed blocks idle for up to 3.8 ms between two ready pool units).
 enum SyncOp { kSyncClaim, kSyncWait, kSyncSignal, kSyncOpCount };
+// The waits again, by the consumer op of the awaited event (SscEvent::op_id, the graph's operator order) and by
+// where the waiting task came from: a cube-role or vector-role block's own queue, or a claimed pool unit. Which
+// edges of the schedule hold blocks up, not only how long.
+enum WaitSource { kWaitCubeQueue, kWaitVectorQueue, kWaitPool, kWaitSourceCount };
+constexpr uint32_t kWaitProfileOps = 16;  // op ids beyond count under the last
 
 #if HPMOE_EXPERIMENT_PROFILE
 __device__ unsigned long long g_tile_profile[4][kPhaseCount];
@@ -49,6 +54,15 @@ __device__ __forceinline__ void SyncProfileAdd(int op, uint64_t cycles) {
   atomicAdd(&g_sync_profile[op][0], 1ull);
   atomicAdd(&g_sync_profile[op][1], (unsigned long long)cycles);
   atomicMax(&g_sync_profile[op][2], (unsigned long long)cycles);
+}
+// [op][source]: waits, of them unmet on the first load, cycles
+__device__ unsigned long long g_wait_profile[kWaitProfileOps][kWaitSourceCount][3];
+
+__device__ __forceinline__ void WaitProfileAdd(uint32_t op, int source, uint64_t cycles, bool unmet) {
+  unsigned long long* w = g_wait_profile[op < kWaitProfileOps ? op : kWaitProfileOps - 1][source];
+  atomicAdd(&w[0], 1ull);
+  if (unmet) atomicAdd(&w[1], 1ull);
+  atomicAdd(&w[2], (unsigned long long)cycles);
 }
 __device__ unsigned long long g_pair_profile[kPairEventCount];
 
@@ -82,6 +96,7 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
     for (int ph : {int(kPhaseFill), int(kPhaseLoop), int(kPhaseStage), int(kPhaseStore)})
       tile_cycles += double(g_tile_profile[k][ph]);
   unsigned long long* bp = g_block_profile;
+  const double block_cycles = double(bp[1] ? bp[1] : 1);
   if (bp[0] > 0)
     printf("block profile %s: %llu blocks, %.0f cycles each over %.1f us (SM clock %.0f MHz); GMM tiles %.1f%% of the "
            "blocks' cycles\n",
@@ -110,6 +125,17 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
   }
   for (int op = 0; op < kSyncOpCount; ++op)
     for (int i = 0; i < 3; ++i) sp[op][i] = 0;
+  const char* sources[kWaitSourceCount] = {"cube queues", "vector queues", "pool"};
+  for (uint32_t op = 0; op < kWaitProfileOps; ++op)
+    for (int src = 0; src < kWaitSourceCount; ++src) {
+      unsigned long long* w = g_wait_profile[op][src];
+      if (w[0] > 0)
+        printf("wait profile %s: op %u from %s: waits %llu (unmet %llu), %.0f cycles each, %.2f%% of the blocks' "
+               "cycles\n",
+               direction ? "bwd" : "fwd", op, sources[src], w[0], w[1], double(w[2]) / double(w[0]),
+               100.0 * double(w[2]) / block_cycles);
+      for (int i = 0; i < 3; ++i) w[i] = 0;
+    }
   unsigned long long* q = g_pair_profile;
   if (q[kPairAlone] + q[kPairAsked] + q[kPairServed] > 0)
     printf("pair profile %s: alone claims %llu, block-1 asks %llu (withdrawn %llu), rounds served %llu (both units "
@@ -120,6 +146,7 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
 }
 #else
 __device__ __forceinline__ void SyncProfileAdd(int, uint64_t) {}
+__device__ __forceinline__ void WaitProfileAdd(uint32_t, int, uint64_t, bool) {}
 __device__ __forceinline__ void ProfileAdd(int, int, uint64_t) {}
 __device__ __forceinline__ void PairProfileAdd(int) {}
 __device__ __forceinline__ uint64_t ProfileClock() { return 0; }
