@@ -77,14 +77,8 @@ def main() -> int:
     p.add_argument("--act-n-block", default=None, metavar="N|gmm",
                    help="SwiGLU's column block in MoEFFN's schedule (default: its rule, whole rows); gmm: the GMM "
                         "column block in force, as `hpmoe tune --backend cuda` tries it")
-    p.add_argument("--put-lag", choices=("claimers", "row-tiles"), default="claimers",
-                   help="pooled combine puts come as many units as the pool has claimers after their rows' last "
-                        "second GMM (the rule), or only two row tiles' GMMs after it (the rule before session 19)")
     add_first_gmm_pool_arg(p)
     args = p.parse_args()
-    if args.put_lag == "row-tiles":  # an A/B of the rule (worker_queues._second_stage)
-        import hpmoe.worker_queues
-        hpmoe.worker_queues.PUT_LAG_CLAIMERS = False
     model, tokens = args.shape.split(":")
     if model not in SHAPES:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")

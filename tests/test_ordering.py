@@ -265,27 +265,3 @@ def test_with_a_claim_pool_remote_puts_go_to_the_last_quarter_of_the_workers():
               if int(s.tasks["task_type"][t]) == TaskType.DISPATCH_PUT and int(s.tasks["peer"][t]) != 1}
     assert remote and remote <= senders
     assert validate(compile_group(cfg, "fwd"), group=True) == []
-
-
-@pytest.mark.parametrize("direction", ["fwd", "bwd"])
-def test_a_pooled_combine_put_comes_a_claimer_wave_after_its_rows_last_gmm(direction):
-    # Claimed sooner, a put waits out the GMM it reads (132 blocks claim two row tiles' GMMs at once): it comes
-    # as many units as the pool has claimers after its rows' last second GMM, or after the stage's last GMM.
-    cfg = CFG.replace(mixed_queues=True, claim_pool=True, tokens=1024, num_aic=3, num_aiv=1)
-    s = schedule_rank(build_group_tasks(cfg, direction), 0)
-    gmm = TaskType.GMM if direction == "fwd" else TaskType.GMM_TRANS_B
-    units = [s.queue_tasks(q).tolist()[0] for q in range(cfg.num_aic + cfg.num_aiv, len(s.queues))]
-    kinds = [int(s.tasks["task_type"][t]) for t in units]
-    last_gmm = max(i for i, k in enumerate(kinds) if k == gmm)
-    puts = [i for i, k in enumerate(kinds) if k == TaskType.COMBINE_PUT]
-    lagged = 0
-    for i in puts:
-        put = s.tasks[units[i]]["inputs"][0]
-        writers = [j for j in range(i) if kinds[j] == gmm and s.tasks[units[j]]["outputs"][0]["slot"] == put["slot"]
-                   and s.tasks[units[j]]["outputs"][0]["row_offset"] < put["row_offset"] + put["rows"]
-                   and s.tasks[units[j]]["outputs"][0]["row_offset"] + s.tasks[units[j]]["outputs"][0]["rows"]
-                   > put["row_offset"]]
-        assert writers, i
-        assert i - max(writers) > cfg.pool_claimers or i > last_gmm, (i, max(writers))
-        lagged += i < last_gmm
-    assert lagged > 0  # the shape leaves room for puts among the GMMs: the rule, not only the cap, was checked

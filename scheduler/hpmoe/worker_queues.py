@@ -41,8 +41,14 @@ def _first_half(chain: list[Task]) -> int:
 
 
 SECOND_GMM_OPS = ("GMM2", "GMM_gate_grad")  # the row tile's GMM after its SwiGLU (gradient)
-PUT_LAG_ROW_TILES = 2  # a combine put is claimed this many row tiles' GMMs after its own row tile's last ...
-PUT_LAG_CLAIMERS = True  # ... and at least as many units as the pool has claimers (_second_stage)
+# A combine put is claimed this many row tiles' GMMs after its own row tile's last. At the Mixtrals that is
+# 32-48 units, which 132 blocks claim at once, so each put waits out a GMM tile: the combine's waits are 3.4-4.2%
+# of the forward's block cycles (profile build's wait profile, one H200, 4096 tokens). Nine row tiles (144-216
+# units) cut those waits to 1.8-2.4%, and the backward's 0.8-1.0% to 0.1-0.2%, but the kernels were no faster
+# with puts a claimer wave (132 units) later: fwd+bwd ms, three rounds alternating, two tiles / wave:
+# Mixtral-8x22B 29.05 / 29.13, Mixtral-8x7B 16.73 / 16.92, DBRX 36.82 / 37.18 (session 19,
+# benchmarks/RESULTS.md). Blocks a put no longer holds mid-launch wait at its end instead. Not kept.
+PUT_LAG_ROW_TILES = 2
 
 
 def _panel_order(cfg: MoeConfig, gmms: list[Task]) -> list[Task]:
@@ -66,12 +72,8 @@ def _second_stage(cfg: MoeConfig, ctq_order: list[Task], vtq_order: list[Task]) 
     """Without row pipelines: each row tile's second GMM (every column block a unit) in CTQ order, its combine
     puts among them. Dealt statically, these waited on their tile's SwiGLU (gradient) in whichever queue held
     them: in a Mixtral-8x7B forward (4096 tokens) the last tiles' GMM2 tasks started 0.8 ms after their SwiGLU
-    while most blocks had been idle since 5.1-5.7 ms of a 7 ms forward. A put comes `pool_claimers` units
-    after its rows' last GMM (as a SwiGLU unit after its first GMM's, _first_stage), so it is claimed when that
-    GMM is likely done rather than waited through. Two row tiles' GMMs (PUT_LAG_ROW_TILES), the rule before
-    session 19, are 32-48 units at the Mixtrals, claimed at once by 132 blocks: every put waited out a second
-    GMM tile, and the combine waits were 3.4-4.2% of the forward's block cycles (profile build, one H200, 4096
-    tokens), 1.8-2.4% with the later puts; the backward's 0.8-1.0%, 0.1-0.2% (benchmarks/RESULTS.md)."""
+    while most blocks had been idle since 5.1-5.7 ms of a 7 ms forward. A put comes PUT_LAG_ROW_TILES tiles
+    after its rows' last GMM, so it is claimed when they are likely done rather than waited through."""
     gmms = _panel_order(cfg, [t for t in ctq_order if t.op_name in SECOND_GMM_OPS])
     if not gmms:
         return []
@@ -81,7 +83,7 @@ def _second_stage(cfg: MoeConfig, ctq_order: list[Task], vtq_order: list[Task]) 
         key = (t.outputs[0].slot, t.outputs[0].row_offset)
         last_at[key] = i
         per_tile[key] = per_tile.get(key, 0) + 1
-    lag = max(PUT_LAG_ROW_TILES * max(per_tile.values()), cfg.pool_claimers if PUT_LAG_CLAIMERS else 0)
+    lag = PUT_LAG_ROW_TILES * max(per_tile.values())
     after: dict[int, list[Task]] = {}
     for put in (t for t in vtq_order if t.task_type == TaskType.COMBINE_PUT):
         rows = put.inputs[0]
