@@ -11,7 +11,7 @@ typedef struct {
   uint32_t fault_rank;
   uint32_t fault_mode;   // 0: none, 1: drop the fault_after-th put on fault_rank (no payload, no signal)
   uint32_t fault_after;
-  uint32_t trace;        // 1: record per-task start/end (global timer, ns)
+  uint32_t trace;        // 1: record per-task start/end (global timer, ns) and worker
   uint32_t plan;         // hpmoe_cuda_run, forward: 1 = build the routing plan from TOPK_IDS on the device
 } HpmoeCudaOptions;
 
@@ -74,6 +74,6 @@ int hpmoe_cuda_poll(void* group, char* err, int errlen);
 // Bytes of one rank's heap segment (external slots take none).
 uint64_t hpmoe_cuda_segment_bytes(void* group);
 uint32_t hpmoe_cuda_num_tasks(void* group, uint32_t rank, uint32_t direction);
-// out: num_tasks x 2 uint64 (start, end) of the last traced launch.
+// out: num_tasks x 3 uint64 of the last traced launch: start, end (global-timer ns), the worker that ran it.
 int hpmoe_cuda_trace(void* group, uint32_t rank, uint32_t direction, uint64_t* out, char* err, int errlen);
 }

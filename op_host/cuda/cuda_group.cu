@@ -372,7 +372,8 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
     d.fault_mode = o.fault_rank == rank ? o.fault_mode : kCudaFaultNone;
     d.fault_after = o.fault_after;
     if (o.trace && s.trace[direction] == nullptr)
-      HPMOE_CUDA_TRY(cudaMalloc(&s.trace[direction], 2 * sizeof(uint64_t) * d.program.num_tasks), "cudaMalloc");
+      HPMOE_CUDA_TRY(cudaMalloc(&s.trace[direction], kTraceWords * sizeof(uint64_t) * d.program.num_tasks),
+                     "cudaMalloc");
     d.trace = o.trace ? s.trace[direction] : nullptr;
     HPMOE_CUDA_TRY(cudaMemcpyAsync(s.dev_rank[direction], &d, sizeof(DeviceRank), cudaMemcpyHostToDevice, stream),
                    "uploading the launch state");
@@ -380,7 +381,7 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
     s.device_copy_current[direction] = true;
     s.last_options[direction] = o;
   }
-  if (d.trace) cudaMemsetAsync(d.trace, 0, 2 * sizeof(uint64_t) * d.program.num_tasks, stream);
+  if (d.trace) cudaMemsetAsync(d.trace, 0, kTraceWords * sizeof(uint64_t) * d.program.num_tasks, stream);
   if (d.fault_mode != kCudaFaultNone) cudaMemsetAsync(s.fault_counter, 0, sizeof(uint32_t), stream);
   LaunchBinding b{};
   for (uint32_t slot = 0; slot < ssc::kSlotCount; ++slot) {
@@ -597,7 +598,7 @@ std::string CudaGroup::ReadTrace(uint32_t rank, uint32_t direction, uint64_t* ou
     return "no trace was recorded for this rank and direction (run with trace on)";
   cudaSetDevice(ranks_[rank].device);
   HPMOE_CUDA_TRY(cudaMemcpy(out, ranks_[rank].trace[direction],
-                            2 * sizeof(uint64_t) * ranks_[rank].ssc[direction].program.num_tasks,
+                            kTraceWords * sizeof(uint64_t) * ranks_[rank].ssc[direction].program.num_tasks,
                             cudaMemcpyDeviceToHost), "reading the trace");
   return "";
 }

@@ -23,7 +23,7 @@ struct LaunchOptions {
   uint32_t fault_rank = 0;
   uint32_t fault_mode = kCudaFaultNone;  // CudaFault
   uint32_t fault_after = 0;
-  bool trace = false;  // record per-task global-timer start/end
+  bool trace = false;  // record per-task global-timer start/end and worker
   bool plan = false;   // Run, forward: build the routing plan from the TOPK_IDS slot on the device first
 };
 

@@ -69,6 +69,10 @@ struct SlotInfo {
 // buffer accumulates over micro-steps without a separate add kernel.
 constexpr uint32_t kDwModelDtype = 1u, kDwAccumulate = 2u;
 
+// A traced task's record: global-timer start and end (ns), and the worker (block) that ran it, so that a
+// claimed pool unit goes on the lane of the block that claimed it instead of one inferred from the stamps.
+constexpr uint32_t kTraceWords = 3;
+
 struct DeviceRank {
   rt::SscProgram program;  // tasks/events/queues/entries point into device memory
   ssc::SscConfig cfg;
@@ -81,7 +85,7 @@ struct DeviceRank {
   uint32_t fault_mode;       // CudaFault
   uint32_t fault_after;
   uint32_t* fault_counter;   // puts issued on this rank in this launch
-  uint64_t* trace;           // nullptr, or [num_tasks][2] global-timer start/end (ns)
+  uint64_t* trace;           // nullptr, or [num_tasks][kTraceWords] (below)
   rt::WorkerReport* reports; // one per queue; status stays kOk unless the worker stopped early
   const uint8_t* tensor_maps; // TMA builds: [kSlotCount][kBoxKinds] CUtensorMaps of this rank's slots
   uint32_t* epoch;           // launches of this (rank, direction) so far; the bind kernel advances it

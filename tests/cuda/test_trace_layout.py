@@ -1,105 +1,74 @@
-"""The GPU trace writer on made-up stamps (no GPU needed): every stamped task appears once, on its worker's
-lane; claimed pool tasks go on an AIC lane that was free when they started; each task carries when the tasks
-triggering its events had all ended."""
+"""The GPU trace writer on made-up stamps (no GPU needed): every stamped task appears once, on the lane of the
+worker its record names (claimed pool units too); records that do not fit the schedule are refused; each task
+carries when the tasks triggering its events had all ended."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from hpmoe.compiler import compile_schedules
 from hpmoe.config import make_config
-from hpmoe.cuda.trace import UNPLACED_LANE, trace_events
+from hpmoe.cuda.trace import TRACE_WORDS, trace_events
 from hpmoe.ssc_format import NO_EVENT, QueueType
 
 
-def test_every_task_once_and_pool_tasks_on_free_aic_lanes():
-    cfg = make_config("small", {"ep": 2, "claim_pool": True})
+def _made_up_stamps(s, cfg, rng) -> np.ndarray:
+    """Each worker's queue one task after another, then each pool unit on a random claimer: [start, end, worker]."""
+    workers = cfg.num_aic + cfg.num_aiv
+    st = np.zeros((len(s.tasks), TRACE_WORDS), np.uint64)
+    clocks = [1000] * workers
+    for q in range(workers):
+        for t in s.queue_tasks(q).tolist():
+            st[t] = (clocks[q], clocks[q] + 10, q)
+            clocks[q] += 10
+    for q in range(workers, len(s.queues)):
+        claimer = int(rng.integers(0, cfg.pool_claimers))
+        for t in s.queue_tasks(q).tolist():
+            st[t] = (clocks[claimer], clocks[claimer] + 10, claimer)
+            clocks[claimer] += 10
+    return st
+
+
+@pytest.mark.parametrize("overrides", [{"claim_pool": True}, {"mixed_queues": True, "claim_pool": True, "tokens": 96},
+                                       {"mixed_queues": True, "row_pipelines": True, "claim_pool": True}])
+def test_every_task_once_on_the_lane_of_the_worker_that_ran_it(overrides):
+    cfg = make_config("small", {"ep": 2, **overrides})
     schedules = compile_schedules(cfg, ["bwd"], [0, 1])
-    stamps = {}
+    rng = np.random.default_rng(0)
+    stamps = {("bwd", s.rank): _made_up_stamps(s, cfg, rng) for s in schedules}
+    events = trace_events(schedules, stamps)
+    named = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    assert len(named) == 2 * (cfg.num_aic + cfg.num_aiv)
+    tasks = [e for e in events if e["ph"] == "X"]
     for s in schedules:
-        st = np.zeros((len(s.tasks), 2), np.uint64)
-        clock = 1000
-        for q in range(cfg.num_aic + cfg.num_aiv):  # workers one after another, 10 ns per task
-            for t in s.queue_tasks(q).tolist():
-                st[t] = (clock, clock + 10)
-                clock += 10
-        for q in range(cfg.num_aic + cfg.num_aiv, len(s.queues)):  # pool after everything: AIC lanes are free
-            for t in s.queue_tasks(q).tolist():
-                st[t] = (clock, clock + 10)
-                clock += 10
-        stamps[("bwd", s.rank)] = st
-    events = [e for e in trace_events(schedules, stamps) if e["ph"] == "X"]
-    for s in schedules:
-        mine = [e for e in events if e["pid"] == s.rank]
+        mine = [e for e in tasks if e["pid"] == s.rank]
         assert sorted(e["args"]["task"] for e in mine) == list(range(len(s.tasks)))
         pool = {t for q in range(cfg.num_aic + cfg.num_aiv, len(s.queues)) for t in s.queue_tasks(q).tolist()}
         assert int(s.queues[-1]["queue_type"]) == QueueType.POOL and pool
         for e in mine:
-            if e["args"]["task"] in pool:
-                assert e["args"].get("pool") and e["tid"] < cfg.num_aic, e
-
-
-def test_pool_units_claimed_from_the_start_share_the_aic_lanes_without_overlap():
-    # Row pipelines leave some claimers' own queues empty (workers 4 and 5 here): they claim at once.
-    cfg = make_config("small", {"ep": 2, "mixed_queues": True, "row_pipelines": True, "claim_pool": True,
-                                "num_aic": 8, "num_aiv": 1})
-    schedules = compile_schedules(cfg, ["fwd"], [0, 1])
-    stamps = {}
-    for s in schedules:
-        st = np.zeros((len(s.tasks), 2), np.uint64)
-        workers = cfg.num_aic + cfg.num_aiv
-        clocks = [1000] * cfg.num_aic
-        for q in range(workers):
-            for t in s.queue_tasks(q).tolist():
-                lane = min(q, cfg.num_aic - 1)
-                st[t] = (clocks[lane], clocks[lane] + 10)
-                clocks[lane] += 10
-        for i, q in enumerate(range(workers, len(s.queues))):  # unit i on claimer i mod num_aic
-            lane = i % cfg.num_aic
-            for t in s.queue_tasks(q).tolist():
-                st[t] = (clocks[lane], clocks[lane] + 10)
-                clocks[lane] += 10
-        stamps[("fwd", s.rank)] = st
-    events = trace_events(schedules, stamps)
-    named = {(e["pid"], e["tid"]) for e in events if e.get("name") == "thread_name"}
-    tasks = [e for e in events if e["ph"] == "X"]
-    assert all((e["pid"], e["tid"]) in named for e in tasks)
-    assert all(e["tid"] < cfg.num_aic for e in tasks if e["args"].get("pool"))
-    for lane in {(e["pid"], e["tid"]) for e in tasks}:
-        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in tasks if (e["pid"], e["tid"]) == lane)
-        assert all(a[1] <= b[0] + 1e-6 for a, b in zip(spans, spans[1:])), lane  # µs rounded to ns
-
-
-def test_with_mixed_queues_pool_units_go_on_any_claimer_lane_vector_ones_included():
-    # Mixed queues without pipelines: every worker claims (MoeConfig.pool_claimers), so a unit may have run
-    # on a vector-queue block; with all cube lanes busy, it must land on a free AIV lane, not overlap one.
-    cfg = make_config("small", {"ep": 2, "mixed_queues": True, "claim_pool": True, "tokens": 96})
-    assert cfg.pool_claimers == cfg.num_aic + cfg.num_aiv
-    schedules = compile_schedules(cfg, ["bwd"], [0, 1])
-    workers = cfg.num_aic + cfg.num_aiv
-    stamps = {}
-    for s in schedules:
-        st = np.zeros((len(s.tasks), 2), np.uint64)
-        clocks = [1000] * workers
-        for q in range(workers):
-            for t in s.queue_tasks(q).tolist():
-                st[t] = (clocks[q], clocks[q] + 10)
-                clocks[q] += 10
-        for i, q in enumerate(range(workers, len(s.queues))):  # unit i on worker i mod workers
-            lane = i % workers
-            start = max(clocks) if i < workers else clocks[lane]  # the first wave starts together
-            for t in s.queue_tasks(q).tolist():
-                st[t] = (start, start + 10)
-                start += 10
-            clocks[lane] = start
-        stamps[("bwd", s.rank)] = st
-    events = trace_events(schedules, stamps)
-    tasks = [e for e in events if e["ph"] == "X"]
-    pool_lanes = {e["tid"] for e in tasks if e["args"].get("pool")}
-    assert any(tid >= 1000 for tid in pool_lanes), pool_lanes  # some ran on vector-queue blocks' lanes
-    assert UNPLACED_LANE not in pool_lanes
-    for lane in {(e["pid"], e["tid"]) for e in tasks}:
+            worker = int(stamps[("bwd", s.rank)][e["args"]["task"], 2])
+            role, index = ("AIC", worker) if worker < cfg.num_aic else ("AIV", worker - cfg.num_aic)
+            assert named[(e["pid"], e["tid"])] == f"{role} {index}", e
+            assert bool(e["args"].get("pool")) == (e["args"]["task"] in pool), e
+    for lane in {(e["pid"], e["tid"]) for e in tasks}:  # the made-up workers never overlap themselves
         spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in tasks if (e["pid"], e["tid"]) == lane)
         assert all(a[1] <= b[0] + 1e-6 for a, b in zip(spans, spans[1:])), lane
+
+
+def test_a_record_naming_a_worker_the_schedule_lacks_is_refused_with_its_task():
+    cfg = make_config("small", {"ep": 1, "claim_pool": True})
+    (s,) = compile_schedules(cfg, ["fwd"], [0])
+    st = _made_up_stamps(s, cfg, np.random.default_rng(1))
+    st[5, 2] = cfg.num_aic + cfg.num_aiv
+    with pytest.raises(ValueError, match=f"task 5 names worker {cfg.num_aic + cfg.num_aiv}, the schedule has"):
+        trace_events([s], {("fwd", 0): st})
+
+
+def test_stamps_without_the_worker_column_are_refused():
+    cfg = make_config("small", {"ep": 1})
+    (s,) = compile_schedules(cfg, ["fwd"], [0])
+    with pytest.raises(ValueError, match=r"stamps of shape \(\d+, 2\), the schedule needs"):
+        trace_events([s], {("fwd", 0): np.ones((len(s.tasks), 2), np.uint64)})
 
 
 def test_ready_is_the_last_producer_end_on_any_rank():
@@ -109,7 +78,9 @@ def test_ready_is_the_last_producer_end_on_any_rank():
     stamps = {}
     for s in schedules:  # made-up times: every task ran, in any order
         begin = rng.integers(1_000_000, 2_000_000, len(s.tasks)).astype(np.uint64)
-        stamps[("fwd", s.rank)] = np.stack([begin, begin + rng.integers(10, 1000, len(s.tasks)).astype(np.uint64)], 1)
+        worker = rng.integers(0, cfg.num_aic + cfg.num_aiv, len(s.tasks)).astype(np.uint64)
+        stamps[("fwd", s.rank)] = np.stack([begin, begin + rng.integers(10, 1000, len(s.tasks)).astype(np.uint64),
+                                            worker], 1)
     origin = min(int(stamps[("fwd", s.rank)][:, 0].min()) for s in schedules)
     events = [e for e in trace_events(schedules, stamps) if e["ph"] == "X"]
     checked = 0

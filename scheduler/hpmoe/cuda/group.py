@@ -19,6 +19,7 @@ from ..runtime.twin import OUTPUTS, WEIGHT_SLOTS, MoeInputs
 from ..weight_layout import standard, stored
 from ..ssc_format import Slot
 from .native import ERR_LEN, RUN_IF, CudaFailure, CudaOptions, CudaPass, lib
+from .trace import TRACE_WORDS
 
 DIRECTIONS = {"fwd": 0, "bwd": 1}
 FAULTS = {"none": 0, "drop-put": 1}
@@ -217,9 +218,10 @@ class CudaGroup:
             raise CudaFailure(err.value.decode())
 
     def trace(self, rank: int, direction: str) -> np.ndarray:
-        """[num_tasks, 2] global-timer start/end (ns) of the last traced launch."""
+        """[num_tasks, TRACE_WORDS] of the last traced launch: global-timer start and end (ns), the worker that
+        ran it (trace.py)."""
         n = lib().hpmoe_cuda_num_tasks(self.handle, rank, DIRECTIONS[direction])
-        out = np.zeros((n, 2), np.uint64)
+        out = np.zeros((n, TRACE_WORDS), np.uint64)
         err = ctypes.create_string_buffer(ERR_LEN)
         self._check(lib().hpmoe_cuda_trace(self.handle, rank, DIRECTIONS[direction],
                                            out.ctypes.data_as(ctypes.POINTER(ctypes.c_uint64)), err, ERR_LEN), err)

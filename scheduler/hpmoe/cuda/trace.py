@@ -14,48 +14,51 @@ from ..compiler import RankSchedule
 from ..ssc_format import NO_EVENT, TaskType
 
 UNIT = ("AIC", "AIV")
-UNPLACED_LANE = 1999  # pool units that overlap every claimer lane's own work (stamps of a failed launch)
+TRACE_WORDS = 3  # per task: start, end (global-timer ns), the worker that ran it (device_rank.cuh kTraceWords)
 
 
 def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np.ndarray]) -> list[dict]:
-    """stamps[(direction, rank)]: [num_tasks, 2] start/end ns of that rank's last traced launch."""
+    """stamps[(direction, rank)]: [num_tasks, TRACE_WORDS] of that rank's last traced launch. Each task goes on
+    the lane of the worker that ran it, a claimed pool unit too (marked "pool"). ValueError, naming the task,
+    when a record names a worker the schedule does not have."""
     events: list[dict] = []
     by_dir: dict[str, list[RankSchedule]] = {}
     for s in schedules:
         if (s.direction_name, s.rank) in stamps:
             by_dir.setdefault(s.direction_name, []).append(s)
     for di, (d, group) in enumerate(sorted(by_dir.items())):
+        for s in group:
+            shape = stamps[(d, s.rank)].shape
+            if shape != (len(s.tasks), TRACE_WORDS):
+                raise ValueError(f"trace of {d} rank {s.rank}: stamps of shape {shape}, the schedule needs "
+                                 f"({len(s.tasks)}, {TRACE_WORDS})")
         starts = [stamps[(d, s.rank)][:, 0] for s in group]
         origin = min(int(x[x > 0].min()) for x in starts if np.any(x > 0)) if any(np.any(x > 0) for x in starts) else 0
         ready = _inputs_ready(group, {s.rank: stamps[(d, s.rank)] for s in group})
         for s in group:
             pid = di * 10000 + s.rank
-            num_aic = s.cfg.num_aic
             events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{d} rank {s.rank} (GPU)"}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
-            st = stamps[(d, s.rank)]
             workers = s.cfg.num_aic + s.cfg.num_aiv
-            # Claimer lane -> end of its last task: where a claimed pool unit can have run (the claimers:
-            # MoeConfig.pool_claimers). A claimer whose own queue is empty (row pipelines) claims from the
-            # start, so every claimer lane starts free.
-            claimers = s.cfg.pool_claimers if s.cfg.claim_pool else 0
-            last_end: dict[int, int] = {}
             for q in range(workers):
-                unit, idx = (0, q) if q < num_aic else (1, q - num_aic)
-                tid = unit * 1000 + idx
-                if q < claimers:
-                    last_end[tid] = 0
-                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                               "args": {"name": f"{UNIT[unit]} {idx}"}})
-                for t in s.queue_tasks(q).tolist():
-                    b, e = int(st[t, 0]), int(st[t, 1])
-                    if b == 0 or e < b:
-                        continue  # not run (a failed launch) or not stamped
-                    if tid in last_end:
-                        last_end[tid] = max(last_end[tid], e)
-                    events.append(_task_event(s, t, pid, tid, b, e, origin, ready[s.rank]))
-            events.extend(_pool_events(s, st, origin, pid, last_end, ready[s.rank]))
+                unit, index = (0, q) if q < s.cfg.num_aic else (1, q - s.cfg.num_aic)
+                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": _lane(s, q),
+                               "args": {"name": f"{UNIT[unit]} {index}"}})
+            pool = {t for q in range(workers, len(s.queues)) for t in s.queue_tasks(q).tolist()}
+            for t, (b, e, worker) in enumerate(stamps[(d, s.rank)].tolist()):
+                if b == 0 or e < b:
+                    continue  # not run (a failed launch) or not stamped
+                if worker >= workers:
+                    raise ValueError(f"trace of {d} rank {s.rank}: task {t} names worker {worker}, the schedule has "
+                                     f"{workers}")
+                events.append(_task_event(s, t, pid, _lane(s, worker), b, e, origin, ready[s.rank],
+                                          **({"pool": True} if t in pool else {})))
     return events
+
+
+def _lane(s: RankSchedule, worker: int) -> int:
+    """The trace lane (tid) of a worker: cube-role blocks 0.., vector-role blocks 1000.."""
+    return worker if worker < s.cfg.num_aic else 1000 + worker - s.cfg.num_aic
 
 
 def _inputs_ready(group: list[RankSchedule], stamps: dict[int, np.ndarray]) -> dict[int, dict[int, int]]:
@@ -90,29 +93,6 @@ def _task_event(s: RankSchedule, t: int, pid: int, tid: int, b: int, e: int, ori
         args["ready"] = round((ready[t] - origin) / 1000.0, 3)
     return {"ph": "X", "name": TaskType(int(s.tasks[t]["task_type"])).name, "pid": pid, "tid": tid,
             "ts": round((b - origin) / 1000.0, 3), "dur": round((e - b) / 1000.0, 3), "args": args}
-
-
-def _pool_events(s: RankSchedule, st: np.ndarray, origin: int, pid: int, last_end: dict,
-                 ready: dict[int, int]) -> list[dict]:
-    """Claimed units carry no worker id: each goes, whole, on the claimer lane that finished last before the
-    unit started (a claimer runs its units one after another, after its own queue), marked "pool"."""
-    units = []
-    for q in range(s.cfg.num_aic + s.cfg.num_aiv, len(s.queues)):
-        ran = [t for t in s.queue_tasks(q).tolist() if int(st[t, 0]) != 0 and int(st[t, 1]) >= int(st[t, 0])]
-        if ran:
-            units.append((min(int(st[t, 0]) for t in ran), ran))
-    out = []
-    for first, ran in sorted(units, key=lambda u: u[0]):
-        free = [(end, tid) for tid, end in last_end.items() if end <= first]
-        if not free and UNPLACED_LANE not in last_end:  # an overlap the lanes cannot place: a lane of its own
-            out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": UNPLACED_LANE,
-                        "args": {"name": "pool (unplaced)"}})
-        tid = max(free)[1] if free else UNPLACED_LANE
-        for t in ran:
-            b, e = int(st[t, 0]), int(st[t, 1])
-            last_end[tid] = max(last_end.get(tid, 0), e)
-            out.append(_task_event(s, t, pid, tid, b, e, origin, ready, pool=True))
-    return out
 
 
 def write_trace(path: str | Path, schedules: list[RankSchedule], stamps: dict[tuple[str, int], np.ndarray]) -> None:
