@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hpmoe import act_split, task_access
+from hpmoe import config as config_module
 from hpmoe.config import make_config
 from hpmoe.errors import ConfigError, HpmoeError
 from hpmoe.runtime import native
@@ -135,3 +136,27 @@ def test_a3_model_refuses_in_one_line():
     cfg = make_config("small", {"act_n_block": 16})
     with pytest.raises(HpmoeError, match="--act-n-block"):
         check_hw_fits(cfg, load_hw())
+
+
+@pytest.mark.parametrize("inter,act,wgrad", [(40, 8, 16), (48, 8, 16), (48, 16, 32), (40, 16, 16), (48, 24, 16),
+                                            (48, 32, 16), (40, 8, 0), (56, 8, 24)])
+def test_a_block_is_refused_exactly_when_the_compiler_would_need_a_third_trigger(monkeypatch, inter, act, wgrad):
+    # dW1 in column blocks: a SwiGLU-gradient task's gate and up columns may feed blocks that wait on different
+    # tasks (an I that is not a multiple of the block: DBRX's 10752 with 1024), one event too many. The check
+    # must refuse those configs in one line and no other: compiled without it, a refused one must fail.
+    over = dict(ep=1, inter=inter, act_n_block=act, wgrad_n_block=wgrad, wgrad_tile=8, claim_pool=True)
+    try:
+        make_config("small", over)
+        refused = None
+    except ConfigError as err:
+        refused = str(err)
+    monkeypatch.setattr(config_module, "check_block", lambda cfg: None)
+    try:
+        compile_group(make_config("small", over), "bwd")
+        compiled = True
+    except HpmoeError as err:
+        compiled = False
+        assert "triggers at most" in str(err), err
+    assert (refused is None) == compiled, (refused, compiled)
+    if refused:
+        assert "\n" not in refused and "triggers at most 2 events" in refused, refused

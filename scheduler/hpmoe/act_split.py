@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .gmm_split import column_blocks, n_block
-from .ssc_format import FUSED_SWIGLU_GROUP, TaskType
+from .ssc_format import FUSED_SWIGLU_GROUP, MAX_TRIGGERS, TaskType
+from .wgrad_split import wgrad_col_blocks
 
 if TYPE_CHECKING:
     from .config import MoeConfig
@@ -39,6 +40,10 @@ def check_block(cfg: MoeConfig) -> None:
     - With weights_transposed, a multiple of wgrad_tile: each dW1t tile reads one wgrad_tile-wide column
       block of dH over all rows, and one that straddled two SwiGLU-gradient blocks would be a third event
       for them (beside the gate-gradient row tile and their own block's tiles).
+    - With dW1 in column blocks (wgrad_n_block), at most one event for the dW1 blocks a SwiGLU-gradient task
+      feeds (_dw1_events), beside the gate gradient's: its gate and up columns land in different blocks, which
+      share one event when they wait on the same tasks (I a multiple of the block, and act_n_block a divisor
+      or a multiple of it), and need two or more otherwise (DBRX's I = 10752 with 1024-column blocks: two).
     """
     m = cfg.act_n_block
     if m == 0 or m >= cfg.inter or cfg.fuse_swiglu:  # fused tasks: config.resolve checks their block
@@ -50,6 +55,29 @@ def check_block(cfg: MoeConfig) -> None:
     if cfg.weights_transposed and m % cfg.wgrad_tile:
         raise ConfigError(f"act_n_block={m} is not a multiple of wgrad_tile={cfg.wgrad_tile}: with "
                           f"weights_transposed each dW1 tile must read one SwiGLU-gradient column block")
+    if not cfg.weights_transposed and _dw1_events(cfg) > MAX_TRIGGERS - 1:
+        raise ConfigError(f"act_n_block={m}: a SwiGLU-gradient task would feed {_dw1_events(cfg)} column blocks of "
+                          f"dW1 (wgrad_n_block={cfg.wgrad_n_block}, I={cfg.inter}) that wait on different tasks, "
+                          f"besides the gate gradient, and a task triggers at most {MAX_TRIGGERS} events: use whole "
+                          f"rows (act_n_block 0), or a wgrad_n_block that divides I and is a divisor or a multiple "
+                          f"of act_n_block")
+
+
+def _dw1_events(cfg: MoeConfig) -> int:
+    """The most events one SwiGLU-gradient task of an explicit act_n_block triggers for dW1's column-block
+    tasks (dW1 = X^T dH, [h, 2I]: a task writes dH's gate columns [c0, c0 + m) and up columns [I + c0, I + c0 + m)).
+    Each dW1 block waits on the tasks writing its columns; blocks waiting on the same tasks share one event."""
+    blocks = wgrad_col_blocks(cfg, 2 * cfg.inter)
+    if len(blocks) == 1:
+        return 1  # the whole width: one dW1 task per row slab, reading every task's columns
+    acts = act_blocks(cfg)
+
+    def writers(b0: int, width: int) -> frozenset[int]:  # the act blocks writing dH columns [b0, b0 + width)
+        return frozenset(i for i, (c0, m) in enumerate(acts) for lo in (c0, cfg.inter + c0)
+                         if lo < b0 + width and b0 < lo + m)
+
+    sets = [writers(b0, width) for b0, width in blocks]
+    return max(len({s for s in sets if i in s}) for i in range(len(acts)))
 
 
 def act_n_block(cfg: MoeConfig) -> int:
