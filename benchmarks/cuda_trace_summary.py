@@ -1,7 +1,8 @@
 """Summary of a GPU trace (`hpmoe run --backend cuda --trace`, `cuda_ep_bench.py --trace`): per direction and
 rank, each task type's first start, last end and block-time, how many blocks run GMM tiles over the span,
 and where the GMM-running blocks sat idle (cube-queue blocks and every block that ran a claimed unit: the gap
-before each task type). Open the same file in
+before each task type); then every block's gaps between two tasks: the short transitions (the worker loop's
+triggers, claim and waits) and the long gaps, split into waiting on inputs and not. Open the same file in
 ui.perfetto.dev for the picture.
 
     python3 benchmarks/cuda_trace_summary.py trace.json[.gz] [--rank 0] [--bins 20]
@@ -73,6 +74,11 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
         print(f"  blocks running GMM tiles, per {100 // bins}% of the span: {[round(p) for p in profile]}")
         print("  idle before each task type on those blocks (block-ms): "
               + ", ".join(f"{k} {v / 1e3:.1f}" for k, v in idle.most_common()))
+        count, total = transitions(by_lane.values(), TRANSITION_US)
+        busy = sum(e["dur"] for e in mine)
+        if count:
+            print(f"  transitions of {TRANSITION_US} us or less between two tasks of one block: {count}, mean "
+                  f"{total / count:.2f} us, {total / 1e3:.1f} block-ms ({100 * total / busy:.1f}% of the busy time)")
         gaps = long_gaps(by_lane.values(), GAP_US)
         if gaps:
             at, gap, before, after, waiting = max(gaps, key=lambda g: g[1])
@@ -83,11 +89,24 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
 
 
 GAP_US = 50
+TRANSITION_US = 20  # a gap this short is the worker loop between two tasks (triggers, claim, waits met at once)
 
 
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile of sorted `values`, nearest rank."""
     return values[min(len(values) - 1, int(q / 100 * len(values)))]
+
+
+def transitions(lanes, up_to_us: float) -> tuple[int, float]:
+    """(how many, total us) of the gaps of at most `up_to_us` between consecutive tasks on one lane."""
+    count, total = 0, 0.0
+    for lane in lanes:
+        lane = sorted(lane, key=lambda e: e["ts"])
+        for a, b in zip(lane, lane[1:]):
+            gap = b["ts"] - a["ts"] - a["dur"]
+            if gap <= up_to_us:
+                count, total = count + 1, total + gap
+    return count, total
 
 
 def long_gaps(lanes, over_us: float) -> list[tuple[float, float, str, str, float]]:

@@ -60,3 +60,10 @@ def test_unreadable_trace_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, str(BENCH / "cuda_trace_summary.py"), str(tmp_path / "none.json")],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "cannot read" in proc.stderr, proc.stderr
+
+
+def test_transitions_count_only_the_short_gaps_of_each_lane():
+    lane = [{"ts": ts, "dur": 10, "args": {}} for ts in (0, 13, 25, 60, 70)]  # gaps 3, 2, 25, 0
+    other = [{"ts": 100, "dur": 5, "args": {}}, {"ts": 85, "dur": 5, "args": {}}]  # unsorted: one gap of 10
+    assert cuda_trace_summary.transitions([lane, other], 20) == (4, 15.0)
+    assert cuda_trace_summary.transitions([lane], 2) == (2, 2.0)
