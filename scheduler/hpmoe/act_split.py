@@ -55,8 +55,9 @@ def check_block(cfg: MoeConfig) -> None:
     if cfg.weights_transposed and m % cfg.wgrad_tile:
         raise ConfigError(f"act_n_block={m} is not a multiple of wgrad_tile={cfg.wgrad_tile}: with "
                           f"weights_transposed each dW1 tile must read one SwiGLU-gradient column block")
-    if not cfg.weights_transposed and _dw1_events(cfg) > MAX_TRIGGERS - 1:
-        raise ConfigError(f"act_n_block={m}: a SwiGLU-gradient task would feed {_dw1_events(cfg)} column blocks of "
+    fed = 0 if cfg.weights_transposed else _dw1_events(cfg)
+    if fed > MAX_TRIGGERS - 1:
+        raise ConfigError(f"act_n_block={m}: a SwiGLU-gradient task would feed {fed} column blocks of "
                           f"dW1 (wgrad_n_block={cfg.wgrad_n_block}, I={cfg.inter}) that wait on different tasks, "
                           f"besides the gate gradient, and a task triggers at most {MAX_TRIGGERS} events: use whole "
                           f"rows (act_n_block 0), or a wgrad_n_block that divides I and is a divisor or a multiple "
