@@ -70,8 +70,15 @@ class CudaHandlers {
     // The record's address is formed twice, not held across the handler (a live pointer there cost the
     // default kernel 40 bytes more of spills).
     if (d_.trace != nullptr && threadIdx.x == 0) d_.trace[kTraceWords * uint64_t(c.task_id)] = GlobalTimerNs();
+#if HPMOE_EXPERIMENT_PROFILE
+    if (threadIdx.x == 0 && profile_last_end_ != 0) SyncProfileAdd(kSyncBetween, ProfileClock() - profile_last_end_);
+    if (threadIdx.x == 0) sync_.ProfileHandlerStart();
+#endif
     const int32_t err = f();
     __syncthreads();  // every thread's stores are done before the task counts as ended (and triggers)
+#if HPMOE_EXPERIMENT_PROFILE
+    if (threadIdx.x == 0) profile_last_end_ = ProfileClock();
+#endif
     if (d_.trace != nullptr && threadIdx.x == 0) {
       uint64_t* record = d_.trace + kTraceWords * uint64_t(c.task_id);
       record[1] = GlobalTimerNs();
@@ -96,6 +103,9 @@ class CudaHandlers {
   const DeviceRank& d_;
   CudaSync& sync_;
   uint8_t* smem_;
+#if HPMOE_EXPERIMENT_PROFILE
+  uint64_t profile_last_end_ = 0;  // thread 0: clock64 at the end of this block's last handler
+#endif
 };
 
 }  // namespace cuda

@@ -93,6 +93,10 @@ class CudaSync {
     __shared__ uint32_t counter;
     __shared__ int32_t detail;
     const uint64_t t_enter = ProfileClock();  // timing-only builds (tile_profile.cuh)
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0 && claim_end_ != 0) {
+      SyncProfileAdd(kSyncFetch, t_enter - claim_end_);
+      claim_end_ = 0;
+    }
     bool unmet = false;
     if (threadIdx.x == 0) {
       const uint32_t* c = d_.Counter(d_.rank, event);
@@ -158,9 +162,15 @@ class CudaSync {
     __syncthreads();
     const uint32_t k = claimed;
     __syncthreads();  // every thread has read it before the next claim writes it
-    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) SyncProfileAdd(kSyncClaim, ProfileClock() - t_enter);
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) {
+      claim_end_ = ProfileClock();
+      SyncProfileAdd(kSyncClaim, claim_end_ - t_enter);
+    }
     return k;
   }
+
+  // Profile builds: a handler started, so a claim's fetch, if still open, had no wait to end it.
+  __device__ void ProfileHandlerStart() { claim_end_ = 0; }
 
   // `dst` is the symmetric (local-layout) address; the payload lands in dst_rank's segment. src == nullptr
   // with bytes == 0 signals a payload the handler already wrote through Peer() (gathered rows).
@@ -182,6 +192,7 @@ class CudaSync {
 
   const DeviceRank& d_;
   bool in_pool_ = false;  // a claim was made: the block runs pool units now
+  uint64_t claim_end_ = 0;  // profile builds, thread 0: clock64 at the end of the last claim, until a wait
 };
 
 }  // namespace cuda

@@ -39,7 +39,11 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
 // Thread 0's time in the worker loop's sync calls (CudaSync), barriers included: pool claims, waits (met or
 // not), signals. Between two tasks a block runs nothing else, so these account for its gaps (docs/cuda.md, "Time
 // between tasks": claims took about 1 us, never over 6.9k cycles).
-enum SyncOp { kSyncClaim, kSyncWait, kSyncSignal, kSyncOpCount };
+// Also the whole time from one handler's end to the next one's start on the same block ("between"): the sync
+// calls above plus the loop's own work (reading the next task's descriptor), which the difference shows.
+// And from a claim's end to the claimed unit's first wait: reading the unit's entry, its task's descriptor and
+// the awaited event ("fetches").
+enum SyncOp { kSyncClaim, kSyncWait, kSyncSignal, kSyncBetween, kSyncFetch, kSyncOpCount };
 // The waits again, by the consumer op of the awaited event (SscEvent::op_id, the graph's operator order) and by
 // where the waiting task came from: a cube-role or vector-role block's own queue, or a claimed pool unit. Which
 // edges of the schedule hold blocks up, not only how long.
@@ -114,7 +118,7 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
              double(p[kPhaseStore]) / tiles, double(p[kPhaseLoop]) / double(p[kPhaseSteps] ? p[kPhaseSteps] : 1));
     for (int i = 0; i < kPhaseCount; ++i) p[i] = 0;
   }
-  const char* ops[kSyncOpCount] = {"claims", "waits", "signals"};
+  const char* ops[kSyncOpCount] = {"claims", "waits", "signals", "between tasks", "fetches"};
   unsigned long long(*sp)[3] = g_sync_profile;
   if (sp[kSyncClaim][0] + sp[kSyncWait][0] + sp[kSyncSignal][0] > 0) {
     printf("sync profile %s:", direction ? "bwd" : "fwd");
