@@ -38,7 +38,7 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
 
 // Thread 0's time in the worker loop's sync calls (CudaSync), barriers included: pool claims, waits (met or
 // not), signals. Between two tasks a block runs nothing else, so these account for its gaps (docs/cuda.md, "Time
-// between tasks": claims took about 1 us, never over 6.9k cycles).
+// between tasks": claims took about 1 us, never over 9.8k cycles).
 // Also the whole time from one handler's end to the next one's start on the same block ("between"): the sync
 // calls above plus the loop's own work (reading the next task's descriptor), which the difference shows.
 // And from a claim's end to the claimed unit's first wait: reading the unit's entry, its task's descriptor and
