@@ -77,7 +77,10 @@ class CudaHandlers {
     const int32_t err = f();
     __syncthreads();  // every thread's stores are done before the task counts as ended (and triggers)
 #if HPMOE_EXPERIMENT_PROFILE
-    if (threadIdx.x == 0) profile_last_end_ = ProfileClock();
+    if (threadIdx.x == 0) {
+      profile_last_end_ = ProfileClock();
+      sync_.ProfileHandlerEnd();
+    }
 #endif
     if (d_.trace != nullptr && threadIdx.x == 0) {
       uint64_t* record = d_.trace + kTraceWords * uint64_t(c.task_id);

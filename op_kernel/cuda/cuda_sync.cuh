@@ -133,7 +133,8 @@ class CudaSync {
     seen->detail = detail;
     __syncthreads();
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) {
-      const uint64_t cycles = ProfileClock() - t_enter;
+      last_sync_end_ = ProfileClock();
+      const uint64_t cycles = last_sync_end_ - t_enter;
       SyncProfileAdd(kSyncWait, cycles);
       const int source = in_pool_ ? kWaitPool : blockIdx.x < d_.cfg.num_aic ? kWaitCubeQueue : kWaitVectorQueue;
       WaitProfileAdd(d_.program.events[event].op_id, source, cycles, unmet);
@@ -153,6 +154,10 @@ class CudaSync {
   __device__ uint32_t Claim() {
     __shared__ uint32_t claimed;
     const uint64_t t_enter = ProfileClock();
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0 && handler_end_ != 0) {
+      SyncProfileAdd(kSyncToClaim, t_enter - handler_end_);
+      handler_end_ = 0;
+    }
     in_pool_ = true;  // (the wait profile: every later wait is a pool unit's)
 #if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
     if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
@@ -163,14 +168,18 @@ class CudaSync {
     const uint32_t k = claimed;
     __syncthreads();  // every thread has read it before the next claim writes it
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) {
-      claim_end_ = ProfileClock();
+      claim_end_ = last_sync_end_ = ProfileClock();
       SyncProfileAdd(kSyncClaim, claim_end_ - t_enter);
     }
     return k;
   }
 
-  // Profile builds: a handler started, so a claim's fetch, if still open, had no wait to end it.
-  __device__ void ProfileHandlerStart() { claim_end_ = 0; }
+  // Profile builds, thread 0: a handler started (a claim's fetch, if still open, had no wait to end it), or ended.
+  __device__ void ProfileHandlerStart() {
+    if (last_sync_end_ != 0) SyncProfileAdd(kSyncToHandler, ProfileClock() - last_sync_end_);
+    claim_end_ = last_sync_end_ = 0;
+  }
+  __device__ void ProfileHandlerEnd() { handler_end_ = ProfileClock(); }
 
   // `dst` is the symmetric (local-layout) address; the payload lands in dst_rank's segment. src == nullptr
   // with bytes == 0 signals a payload the handler already wrote through Peer() (gathered rows).
@@ -193,6 +202,8 @@ class CudaSync {
   const DeviceRank& d_;
   bool in_pool_ = false;  // a claim was made: the block runs pool units now
   uint64_t claim_end_ = 0;  // profile builds, thread 0: clock64 at the end of the last claim, until a wait
+  uint64_t last_sync_end_ = 0;  // ... at the end of the last claim or wait, until a handler starts
+  uint64_t handler_end_ = 0;    // ... at the end of the last handler, until a claim
 };
 
 }  // namespace cuda

@@ -42,8 +42,11 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
 // Also the whole time from one handler's end to the next one's start on the same block ("between"): the sync
 // calls above plus the loop's own work (reading the next task's descriptor), which the difference shows.
 // And from a claim's end to the claimed unit's first wait: reading the unit's entry, its task's descriptor and
-// the awaited event ("fetches").
-enum SyncOp { kSyncClaim, kSyncWait, kSyncSignal, kSyncBetween, kSyncFetch, kSyncOpCount };
+// the awaited event ("fetches"); from a handler's end to the next claim ("to the claim": its triggers and the
+// loop); from the last claim or wait to the handler's start ("to the handler": the dispatch).
+enum SyncOp {
+  kSyncClaim, kSyncWait, kSyncSignal, kSyncBetween, kSyncFetch, kSyncToClaim, kSyncToHandler, kSyncOpCount
+};
 // The waits again, by the consumer op of the awaited event (SscEvent::op_id, the graph's operator order) and by
 // where the waiting task came from: a cube-role or vector-role block's own queue, or a claimed pool unit. Which
 // edges of the schedule hold blocks up, not only how long.
@@ -118,7 +121,8 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
              double(p[kPhaseStore]) / tiles, double(p[kPhaseLoop]) / double(p[kPhaseSteps] ? p[kPhaseSteps] : 1));
     for (int i = 0; i < kPhaseCount; ++i) p[i] = 0;
   }
-  const char* ops[kSyncOpCount] = {"claims", "waits", "signals", "between tasks", "fetches"};
+  const char* ops[kSyncOpCount] = {"claims", "waits", "signals", "between tasks", "fetches", "to the claim",
+                                   "to the handler"};
   unsigned long long(*sp)[3] = g_sync_profile;
   if (sp[kSyncClaim][0] + sp[kSyncWait][0] + sp[kSyncSignal][0] > 0) {
     printf("sync profile %s:", direction ? "bwd" : "fwd");
