@@ -71,16 +71,12 @@ class CudaHandlers {
     // default kernel 40 bytes more of spills).
     if (d_.trace != nullptr && threadIdx.x == 0) d_.trace[kTraceWords * uint64_t(c.task_id)] = GlobalTimerNs();
 #if HPMOE_EXPERIMENT_PROFILE
-    if (threadIdx.x == 0 && profile_last_end_ != 0) SyncProfileAdd(kSyncBetween, ProfileClock() - profile_last_end_);
     if (threadIdx.x == 0) sync_.ProfileHandlerStart();
 #endif
     const int32_t err = f();
     __syncthreads();  // every thread's stores are done before the task counts as ended (and triggers)
 #if HPMOE_EXPERIMENT_PROFILE
-    if (threadIdx.x == 0) {
-      profile_last_end_ = ProfileClock();
-      sync_.ProfileHandlerEnd();
-    }
+    if (threadIdx.x == 0) sync_.ProfileHandlerEnd();
 #endif
     if (d_.trace != nullptr && threadIdx.x == 0) {
       uint64_t* record = d_.trace + kTraceWords * uint64_t(c.task_id);
@@ -106,9 +102,6 @@ class CudaHandlers {
   const DeviceRank& d_;
   CudaSync& sync_;
   uint8_t* smem_;
-#if HPMOE_EXPERIMENT_PROFILE
-  uint64_t profile_last_end_ = 0;  // thread 0: clock64 at the end of this block's last handler
-#endif
 };
 
 }  // namespace cuda

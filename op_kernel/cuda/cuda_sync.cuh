@@ -154,10 +154,8 @@ class CudaSync {
   __device__ uint32_t Claim() {
     __shared__ uint32_t claimed;
     const uint64_t t_enter = ProfileClock();
-    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0 && handler_end_ != 0) {
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0 && handler_end_ != 0)
       SyncProfileAdd(kSyncToClaim, t_enter - handler_end_);
-      handler_end_ = 0;
-    }
     in_pool_ = true;  // (the wait profile: every later wait is a pool unit's)
 #if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
     if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
@@ -176,7 +174,9 @@ class CudaSync {
 
   // Profile builds, thread 0: a handler started (a claim's fetch, if still open, had no wait to end it), or ended.
   __device__ void ProfileHandlerStart() {
-    if (last_sync_end_ != 0) SyncProfileAdd(kSyncToHandler, ProfileClock() - last_sync_end_);
+    const uint64_t now = ProfileClock();
+    if (handler_end_ != 0) SyncProfileAdd(kSyncBetween, now - handler_end_);
+    if (last_sync_end_ != 0) SyncProfileAdd(kSyncToHandler, now - last_sync_end_);
     claim_end_ = last_sync_end_ = 0;
   }
   __device__ void ProfileHandlerEnd() { handler_end_ = ProfileClock(); }
@@ -203,7 +203,7 @@ class CudaSync {
   bool in_pool_ = false;  // a claim was made: the block runs pool units now
   uint64_t claim_end_ = 0;  // profile builds, thread 0: clock64 at the end of the last claim, until a wait
   uint64_t last_sync_end_ = 0;  // ... at the end of the last claim or wait, until a handler starts
-  uint64_t handler_end_ = 0;    // ... at the end of the last handler, until a claim
+  uint64_t handler_end_ = 0;    // ... at the end of the block's last handler
 };
 
 }  // namespace cuda
