@@ -41,9 +41,8 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
             workers = s.cfg.num_aic + s.cfg.num_aiv
             for q in range(workers):
-                unit, index = (0, q) if q < s.cfg.num_aic else (1, q - s.cfg.num_aic)
-                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": _lane(s, q),
-                               "args": {"name": f"{UNIT[unit]} {index}"}})
+                tid, name = _lane(s, q)
+                events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
             pool = {t for q in range(workers, len(s.queues)) for t in s.queue_tasks(q).tolist()}
             for t, (b, e, worker) in enumerate(stamps[(d, s.rank)].tolist()):
                 if b == 0 or e < b:
@@ -51,14 +50,15 @@ def trace_events(schedules: list[RankSchedule], stamps: dict[tuple[str, int], np
                 if worker >= workers:
                     raise ValueError(f"trace of {d} rank {s.rank}: task {t} names worker {worker}, the schedule has "
                                      f"{workers}")
-                events.append(_task_event(s, t, pid, _lane(s, worker), b, e, origin, ready[s.rank],
+                events.append(_task_event(s, t, pid, _lane(s, worker)[0], b, e, origin, ready[s.rank],
                                           **({"pool": True} if t in pool else {})))
     return events
 
 
-def _lane(s: RankSchedule, worker: int) -> int:
-    """The trace lane (tid) of a worker: cube-role blocks 0.., vector-role blocks 1000.."""
-    return worker if worker < s.cfg.num_aic else 1000 + worker - s.cfg.num_aic
+def _lane(s: RankSchedule, worker: int) -> tuple[int, str]:
+    """A worker's trace lane: its tid (cube-role blocks 0.., vector-role blocks 1000..) and name ("AIC 3")."""
+    unit, index = (0, worker) if worker < s.cfg.num_aic else (1, worker - s.cfg.num_aic)
+    return unit * 1000 + index, f"{UNIT[unit]} {index}"
 
 
 def _inputs_ready(group: list[RankSchedule], stamps: dict[int, np.ndarray]) -> dict[int, dict[int, int]]:
