@@ -26,10 +26,6 @@ struct TmaOperand {
   const void* half_map = nullptr;
 };
 
-struct NoIdle {
-  __device__ void operator()() const {}
-};
-
 __device__ __forceinline__ void MbarInit(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -136,12 +132,9 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   }
 
   // K steps [k0, k1) of the tile at (m0, n0). Barriers are initialised per call (all slots drained at the
-  // end), so calls compose in any order; the K order is fixed, hence deterministic. `idle()` runs in thread 0
-  // where it would wait anyway: once the first loads are issued, and after each step's refill (the worker's
-  // claim-ahead chain, claim_ahead.cuh).
-  template <class Idle = NoIdle>
+  // end), so calls compose in any order; the K order is fixed, hence deterministic.
   __device__ void Accumulate(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
-                             int32_t k1, Idle&& idle = Idle{}) {
+                             int32_t k1) {
     const int nk = (k1 - k0 + kBK - 1) / kBK;
     const bool leader = threadIdx.x == 0;
     const uint64_t t_start = ProfileClock();
@@ -158,10 +151,8 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
       __syncwarp();
     }
-    if (leader) {
+    if (leader)
       for (int s = kFirst; s < kStages && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
-      idle();
-    }
     // Timing experiments on the weight-gradient tile only (wrong results by design, docs/cuda.md): 2 loads
     // the first kStages steps and never refills (no operand feed), 3 issues no wgmma.
     constexpr bool kNoFeed = HPMOE_EXPERIMENT_DW == 2 && kAColMajor, kNoMma = HPMOE_EXPERIMENT_DW == 3 && kAColMajor;
@@ -183,7 +174,6 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
         MbarWait(Empty(prev), ((kt - 1) / kStages) & 1);
         IssueLoads(prev, a, b, m0, n0, k0 + next * kBK);
       }
-      if (leader) idle();
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     __syncthreads();

@@ -8,7 +8,6 @@
 #pragma once
 
 #include "../runtime/backend_traits.h"
-#include "claim_ahead.cuh"
 #include "device_rank.cuh"
 #include "tile_profile.cuh"
 
@@ -87,7 +86,7 @@ __device__ inline uint32_t ClaimInRounds(const DeviceRank& d, uint32_t* claim_co
 
 class CudaSync {
  public:
-  __device__ explicit CudaSync(const DeviceRank& d) : d_(d) { ClaimAheadInit(d); }
+  __device__ explicit CudaSync(const DeviceRank& d) : d_(d) {}
 
   __device__ int32_t Wait(uint32_t event, uint32_t target, rt::WaitResult* seen) {
     __shared__ int32_t status;
@@ -151,8 +150,7 @@ class CudaSync {
   }
 
   // Pool claims (kConfigClaimPool): thread 0 fetch-adds the rank's claim counter (counter num_events; the
-  // claimed task's own waits order its reads), or takes the unit it claimed while the last one ran
-  // (claim_ahead.cuh); the block gets the value through shared memory.
+  // claimed task's own waits order its reads), the block gets the value through shared memory.
   __device__ uint32_t Claim() {
     __shared__ uint32_t claimed;
     const uint64_t t_enter = ProfileClock();
@@ -162,7 +160,7 @@ class CudaSync {
 #if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
     if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
 #else
-    if (threadIdx.x == 0) claimed = ClaimAheadTake(d_.Counter(d_.rank, d_.program.num_events));
+    if (threadIdx.x == 0) claimed = atomicAdd(d_.Counter(d_.rank, d_.program.num_events), 1u);
 #endif
     __syncthreads();
     const uint32_t k = claimed;
@@ -173,9 +171,6 @@ class CudaSync {
     }
     return k;
   }
-
-  // The claimed unit's record, first TD and wait thresholds, when Claim took a unit claimed ahead (block-uniform).
-  __device__ const rt::HeldUnit* Held(uint32_t unit) const { return HPMOE_GEMM_PAIRS ? nullptr : ClaimAheadHeld(unit); }
 
   // Profile builds, thread 0: a handler started (a claim's fetch, if still open, had no wait to end it), or ended.
   __device__ void ProfileHandlerStart() {

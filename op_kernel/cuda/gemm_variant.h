@@ -77,11 +77,6 @@
 // 0 (the default): every block claims alone.
 #define HPMOE_GEMM_PAIRS 0
 #endif
-#ifndef HPMOE_CLAIM_AHEAD
-// 1 (the default): a block claims its next pool unit, and reads what starting it needs, while the current
-// unit's GMM tiles run (claim_ahead.cuh); 0: it claims after each unit (A/B builds).
-#define HPMOE_CLAIM_AHEAD 1
-#endif
 // HPMOE_EXPERIMENT_PROFILE=1: per-phase cycles of the GMM tiles, printed per launch (tile_profile.cuh).
 
 namespace hpmoe {

@@ -26,7 +26,6 @@
 #include "block_gemm_wgmma.cuh"
 #endif
 #include "../runtime/regions.h"
-#include "claim_ahead.cuh"
 #include "row_segments.cuh"
 
 namespace hpmoe {
@@ -149,7 +148,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
           g.Zero();
           if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
-          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k), ClaimAheadIdle{});
+          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
 #if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
           g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
 #elif HPMOE_GEMM_STAGED_EPILOGUE
@@ -292,8 +291,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       err = segments([&](int32_t r0, int32_t r1) {
 #if HPMOE_GEMM_TMA
         // Timing experiment 5 (wrong results): every tile reads the first dY column slab.
-        g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1),
-                     ClaimAheadIdle{});
+        g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1));
 #else
         const Stored<T> a{xs, ldx, int64_t(r1), int64_t(wg)};
         const Stored<T> b{dys, int64_t(n), int64_t(r1), int64_t(n)};

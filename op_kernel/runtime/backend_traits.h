@@ -6,9 +6,6 @@
 //                                     uint32_t event, uint32_t value)         copy, release, add
 //                uint32_t Claim()                                     fetch-add 1 on the rank's claim counter
 //                                                                     (counter num_events), the old value
-//              and optionally, for a backend that claims the next pool unit while the current one runs:
-//                const HeldUnit* Held(uint32_t unit)                  its copy of claimed unit `unit`'s record,
-//                                                                     first TD and waits, or nullptr
 //   Handlers - one member per task type: int32_t Name(const TaskCall&) returning 0 or an error code.
 // Missing pieces fail the build with the static_assert messages below (no virtual calls anywhere).
 #pragma once
@@ -45,26 +42,6 @@ struct WaitResult {
 HPMOE_DETECT(HasWait, Declval<B&>().Wait(0u, 0u, static_cast<WaitResult*>(nullptr)))
 HPMOE_DETECT_VOID(HasSignal, Declval<B&>().Signal(0u, 0u))
 HPMOE_DETECT_U32(HasClaim, Declval<B&>().Claim())
-
-// What a Sync that claims ahead (CUDA: claim_ahead.cuh) holds of a claimed pool unit, so that the loop starts it
-// without reading the SSC image again: the unit's record, its first task, that TD, and the thresholds of the
-// TD's waits (in dependent_event order). Valid until the Sync's next Claim().
-struct HeldUnit {
-  uint32_t first_entry;
-  uint32_t count;
-  uint32_t task_id;
-  uint32_t threshold[ssc::kMaxWaits];
-  const HPMOE_GM ssc::SscTask* task;
-};
-template <class B, class = void>
-struct HasHeld : FalseType {};
-template <class B>
-struct HasHeld<B, VoidT<decltype(Declval<B&>().Held(0u))>> : IsSame<decltype(Declval<B&>().Held(0u)), const HeldUnit*> {};
-template <class Sync>
-HPMOE_DEVICE const HeldUnit* HeldUnitOf(Sync& sync, uint32_t unit) {
-  if constexpr (HasHeld<Sync>::value) return sync.Held(unit);
-  else return nullptr;
-}
 HPMOE_DETECT_VOID(HasPutMemSignal, Declval<B&>().PutMemSignal(static_cast<const HPMOE_GM void*>(nullptr), 0u,
                                                              static_cast<HPMOE_GM void*>(nullptr), uint64_t(0), 0u,
                                                              0u))

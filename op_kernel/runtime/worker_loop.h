@@ -44,18 +44,16 @@ HPMOE_DEVICE void FillReport(WorkerReport* r, int32_t status, const SscProgram& 
 }
 
 // Runs one task: waits on each dependent counter, the handler, then the triggers. `pos` is where the report
-// says the task stood in the worker's queue (past the queue's end: the pool, in claim order). `held`: the
-// Sync's copy of this task's TD and wait thresholds (the first task of a unit it claimed ahead), or nullptr.
+// says the task stood in the worker's queue (past the queue's end: the pool, in claim order).
 template <class Sync, class Handlers>
 HPMOE_DEVICE int32_t RunTask(const SscProgram& p, uint32_t queue, uint32_t pos, uint32_t id, Sync& sync,
-                             Handlers& handlers, WorkerReport* report, const HeldUnit* held = nullptr) {
-  const HPMOE_GM ssc::SscTask& task = held != nullptr ? *held->task : p.tasks[id];
+                             Handlers& handlers, WorkerReport* report) {
+  const HPMOE_GM ssc::SscTask& task = p.tasks[id];
   for (uint32_t w = 0; w < ssc::kMaxWaits; ++w) {
     const uint32_t event = task.dependent_event[w];
     if (event == ssc::kNoEvent) continue;
     WaitResult seen{0, 0};
-    const uint32_t threshold = held != nullptr ? held->threshold[w] : p.events[event].threshold;
-    const int32_t st = sync.Wait(event, EpochTarget(p.invocation, threshold), &seen);
+    const int32_t st = sync.Wait(event, EpochTarget(p.invocation, p.events[event].threshold), &seen);
     if (st != kOk) {
       FillReport(report, st, p, queue, pos, id, event, seen.counter, seen.detail);
       return st;
@@ -96,14 +94,9 @@ HPMOE_DEVICE int32_t RunWorkerQueue(const SscProgram& p, uint32_t queue, Sync& s
   for (;;) {
     const uint32_t k = sync.Claim() - base;
     if (k >= p.num_pool) return kOk;
-    const HeldUnit* held = HeldUnitOf(sync, k);
-    const uint32_t first = held != nullptr ? held->first_entry : p.pool[k].first_entry;
-    const uint32_t count = held != nullptr ? held->count : p.pool[k].count;
-    const HPMOE_GM uint32_t* unit = p.entries + first;
-    for (uint32_t i = 0; i < count; ++i, ++pos) {
-      const bool from_held = held != nullptr && i == 0;
-      const int32_t st = RunTask(p, queue, pos, from_held ? held->task_id : unit[i], sync, handlers, report,
-                                 from_held ? held : nullptr);
+    const HPMOE_GM uint32_t* unit = p.entries + p.pool[k].first_entry;
+    for (uint32_t i = 0; i < p.pool[k].count; ++i, ++pos) {
+      const int32_t st = RunTask(p, queue, pos, unit[i], sync, handlers, report);
       if (st != kOk) return st;
     }
   }

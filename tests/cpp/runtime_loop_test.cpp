@@ -50,10 +50,8 @@ struct MockHandlers {
   Log* log;
   MockSync* sync;
   int32_t fail_type = -1;
-  std::vector<const ssc::SscTask*> tds;  // the TD each call was handed
   int32_t Handle(const char* name, const TaskCall& c) {
     log->calls.push_back(std::string(name) + " task " + std::to_string(c.task_id));
-    tds.push_back(c.task);
     if (int32_t(c.task->task_type) == fail_type) return rt::kErrCounts;
     if (c.signal_event != ssc::kNoEvent) sync->PutMemSignal(nullptr, c.signal_rank, nullptr, 8, c.signal_event, 1);
     return 0;
@@ -142,40 +140,6 @@ TEST(WorkerLoop, PoolUnitsRunOnceAndWholeEachInvocationWhoeverClaims) {
   log.calls.clear();
   ASSERT_EQ(rt::RunWorkerQueue(p, 1, sync, handlers, nullptr), rt::kOk);
   EXPECT_TRUE(log.calls.empty());
-}
-
-// A Sync that claims ahead (CUDA's claim_ahead.cuh) holds a claimed unit's record, first task, that TD and its
-// waits' thresholds. The loop starts the unit from that copy: the handler gets the copy, the waits use the
-// copy's thresholds, and the unit's later tasks come from the program.
-struct HoldingSync : MockSync {
-  rt::HeldUnit held{};
-  uint32_t held_unit = ~0u;
-  const rt::HeldUnit* Held(uint32_t unit) { return unit == held_unit ? &held : nullptr; }
-};
-static_assert(rt::HasHeld<HoldingSync>::value && !rt::HasHeld<MockSync>::value, "Held() is detected");
-
-TEST(WorkerLoop, AUnitClaimedAheadStartsFromTheHeldCopy) {
-  ssc::SscTask tasks[4];
-  for (auto& t : tasks) t = MakeTask(ssc::kTaskGmmWeightGrad, ssc::kNoEvent, ssc::kNoEvent, ssc::kNoEvent);
-  ssc::SscEvent events[2] = {{1, 0, 0, 0}, {1, 0, 0, 0}};
-  ssc::SscQueue queues[3] = {{ssc::kCTQ, 0, 0, 0}, {ssc::kPoolQueue, 0, 0, 1}, {ssc::kPoolQueue, 1, 1, 2}};
-  uint32_t entries[3] = {2, 0, 3};  // unit 0: task 2; unit 1: tasks 0, 3
-  rt::SscProgram p{tasks, events, queues, entries, 4, 2, 3, 0, 1, &queues[1], 2, 1};
-  ssc::SscTask copy = tasks[0];
-  copy.dependent_event[0] = 1;  // the held TD differs from the program's: the loop must read the copy
-  Log log;
-  HoldingSync sync;
-  sync.log = &log;
-  sync.counters[1] = 7;
-  sync.held = {1, 2, 0, {7, 0}, &copy};
-  sync.held_unit = 1;
-  MockHandlers handlers{&log, &sync};
-  ASSERT_EQ(rt::RunWorkerQueue(p, 0, sync, handlers, nullptr), rt::kOk);
-  const std::vector<std::string> want = {"claim 0", "GmmWeightGrad task 2", "claim 1", "wait 1>=7",
-                                         "GmmWeightGrad task 0", "GmmWeightGrad task 3", "claim 2"};
-  EXPECT_EQ(log.calls, want);
-  const std::vector<const ssc::SscTask*> tds = {&tasks[2], &copy, &tasks[3]};
-  EXPECT_EQ(handlers.tds, tds);
 }
 
 TEST(WorkerLoop, EpochTargetsScaleWithTheInvocation) {
