@@ -27,16 +27,20 @@ def warm_deepseek_step(tokens: int):
 
 
 def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = None, num_aiv: int | None = None,
-              linear_layout: bool = False, act_n_block: str | None = None):
+              linear_layout: bool = False, act_n_block: str | None = None, wgrad_n_block: int | None = None):
     """A step function of `path` at `model`'s expert shapes (EP 1, random routing) and the step's inputs,
     after 3 warm-up steps: (module or step callable, x, topk_ids, topk_weights, dy). The module is called
     as m(x, ids, w). `linear_layout`: the weights stored as nn.Linear stores them ([E, 2I, h], [E, h, I]) and
     given as transpose views, which the op reads in place (a schedule of its own, kConfigWeightsTransposed).
-    `act_n_block` (N or "gmm") replaces SwiGLU's column block in MoEFFN's schedule."""
+    `act_n_block` (N or "gmm") replaces SwiGLU's column block in MoEFFN's schedule, `wgrad_n_block` the
+    weight-gradient units' (columns, 0: whole widths)."""
     h, inter, E, k = SHAPES[model]
     m = MoEFFN(h, inter, E, k, first_gmm_pool=first_gmm_pool, num_aiv=num_aiv)
     if act_n_block is not None:
-        pin_act_block(m.runtime, act_n_block)
+        from hpmoe.cuda.tune import act_block_of
+        pin_config(m.runtime, lambda cfg: cfg.replace(act_n_block=act_block_of(cfg, act_n_block)))
+    if wgrad_n_block is not None:
+        pin_config(m.runtime, lambda cfg: cfg.replace(wgrad_n_block=wgrad_n_block))
     if linear_layout:
         for name in ("w1", "w2"):
             stored = getattr(m, name).detach().transpose(1, 2).contiguous()
@@ -54,15 +58,13 @@ def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = 
     return m, x, ids, w, dy
 
 
-def pin_act_block(runtime, value: str) -> None:
-    """Every schedule `runtime` makes from now on takes SwiGLU's column block `value` (tune.act_block_of: an
-    integer, or "gmm"), the rest of MoEFFN's choice unchanged: an A/B of that one field on the user's schedule."""
-    from hpmoe.cuda.tune import act_block_of
+def pin_config(runtime, change) -> None:
+    """Every schedule `runtime` makes from now on takes `change(cfg)` of MoEFFN's config (one field replaced),
+    the rest of MoEFFN's choice unchanged: an A/B of that one field on the user's schedule."""
     make = runtime._make_config
 
     def pinned(*args):
-        cfg = make(*args)
-        return cfg.replace(act_n_block=act_block_of(cfg, value))
+        return change(make(*args))
     runtime._make_config = pinned
 
 
@@ -77,13 +79,16 @@ def main() -> int:
     p.add_argument("--act-n-block", default=None, metavar="N|gmm",
                    help="SwiGLU's column block in MoEFFN's schedule (default: its rule, whole rows); gmm: the GMM "
                         "column block in force, as `hpmoe tune --backend cuda` tries it")
+    p.add_argument("--wgrad-n-block", type=int, default=None, metavar="N",
+                   help="columns per weight-gradient unit in MoEFFN's schedule (default: its rule, 1024 where wider; "
+                        "0: whole widths)")
     add_first_gmm_pool_arg(p)
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     if model not in SHAPES:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
     m, x, ids, w, dy = warm_step(model, int(tokens), args.path, auto_choice(args.first_gmm_pool), args.num_aiv,
-                                 args.weights_layout == "linear", args.act_n_block)
+                                 args.weights_layout == "linear", args.act_n_block, args.wgrad_n_block)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)

@@ -85,3 +85,23 @@ def test_slabs_of_one_column_block_are_claimed_one_after_another():
     keys = [(t.op_id, t.expert, t.outputs[0].col_offset, t.outputs[0].row_offset) for t in pool]
     assert keys == sorted(keys), "claim order: op, expert, column block, row slab"
     assert len({k[2] for k in keys}) > 1 and len({k[3] for k in keys}) > 1, "split in both directions"
+
+
+@pytest.mark.parametrize("shape, tokens, want", [
+    ((4096, 1536, 128, 8), 4096, 0),      # Qwen3-235B-A22B: 256 rows an expert, whole widths (3072, 4096)
+    ((4096, 14336, 8, 2), 4096, 1024),    # Mixtral-8x7B: 1024 rows, 16 K steps a tile, 64 a unit already
+    ((7168, 2048, 8, 8), 8192, 1024),     # DeepSeek-V3 experts: 8192 rows, long tiles, the default block
+    ((2880, 2880, 32, 4), 4096, 2048),    # gpt-oss-20b: 512 rows, 8 steps a tile, 8 tiles a unit
+    ((2048, 1408, 64, 6), 4096, 0),       # DeepSeek-V2-Lite: 384 rows, 11 tiles would be wider than 2I
+    ((512, 256, 8, 2), 4096, 0),          # no weight gradient wider than the block
+])
+def test_the_op_widens_units_where_experts_get_few_rows(shape, tokens, want):
+    """MoeFfnRuntime's rule (wgrad_split.default_wgrad_n_block): about TARGET_UNIT_STEPS K steps a unit."""
+    h, inter, experts, topk = shape
+    got = wgrad_split.default_wgrad_n_block(h, inter, tokens * topk / experts)
+    assert got == want
+    if got:
+        rows = tokens * topk / experts
+        tiles = got // 256
+        assert tiles * -(-rows // wgrad_split.K_STEP) >= wgrad_split.TARGET_UNIT_STEPS or got == 1024
+    assert wgrad_split.default_wgrad_n_block(h, inter) == (1024 if max(h, 2 * inter) > 1024 else 0)

@@ -13,23 +13,43 @@ block by column block, backward Mixtral-8x7B 4096 12.73 / 13.03 ms against 13.13
 8192 21.15 / 21.27 against 21.54 / 22.13; claimed slab by slab instead (the first order tried), DeepSeek-V3
 8192 took 24.1 / 24.7 ms (docs/cuda.md, "Per phase and per tile"). MoeFfnRuntime uses
 DEFAULT_BLOCK where an output is wider than it (default_wgrad_n_block); the compiler alone never splits.
+
+Where an expert gets few rows, a 1024-column unit is short (4 tiles of K = its rows), and the step between two
+units (claim, descriptor loads, waits, signals: 11-14k cycles, docs/cuda.md "Time between tasks") becomes a
+large share of it. So the op widens the block until a unit holds at least TARGET_UNIT_STEPS K steps of the tile
+(64 rows each) at the expected rows per expert. Measured (one H200, fwd+bwd kernels, builds alternating,
+two rounds per call, session 20; benchmarks/RESULTS.md): Qwen3-235B-A22B experts at 4096 tokens (256 rows an
+expert, 4 K steps a tile) 14.60 / 14.48 ms at 1024 columns, 14.19 / 14.20 at 2048, 13.69 / 13.94 whole, and in
+a second call 14.51 / 14.42 at 1024 against 13.81 / 13.71 whole. At 1024 rows an expert (Mixtral-8x7B,
+Mixtral-8x22B, DBRX: 64 steps a 1024-column unit) 2048 columns measured within the spread (18.23 / 18.34
+against 18.11 / 18.58 ms, 31.31 / 33.23 against 32.14 / 33.07, 39.88 / 40.06 against 38.96 / 40.06), and so
+did DeepSeek-V3 8192: those keep DEFAULT_BLOCK.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
-from .gmm_split import column_blocks
+from .gmm_split import GMM_TILE_N, column_blocks
 
 if TYPE_CHECKING:
     from .config import MoeConfig
 
 
 DEFAULT_BLOCK = 1024  # columns per unit where MoeFfnRuntime splits (measured above)
+TARGET_UNIT_STEPS = 64  # K steps a unit should hold at the expected rows per expert (measured above)
+K_STEP = 64  # rows per K step of the CUDA tile (op_kernel/cuda/block_gemm_wgmma.cuh kBK)
 
 
-def default_wgrad_n_block(hidden: int, inter: int) -> int:
-    """The op's choice: DEFAULT_BLOCK where a weight gradient (h or 2I columns wide) is wider, else whole."""
-    return DEFAULT_BLOCK if max(hidden, 2 * inter) > DEFAULT_BLOCK else 0
+def default_wgrad_n_block(hidden: int, inter: int, rows_per_expert: float | None = None) -> int:
+    """The op's choice of columns per unit: DEFAULT_BLOCK, or wider where an expert's expected rows make that
+    unit shorter than TARGET_UNIT_STEPS K steps; 0 (whole widths) where no weight gradient (h or 2I columns) is
+    wider than the block."""
+    block = DEFAULT_BLOCK
+    if rows_per_expert:
+        steps_per_tile = max(1, math.ceil(rows_per_expert / K_STEP))
+        block = max(block, GMM_TILE_N * math.ceil(TARGET_UNIT_STEPS / steps_per_tile))
+    return block if max(hidden, 2 * inter) > block else 0
 
 
 def wgrad_n_block(cfg: MoeConfig) -> int:

@@ -79,9 +79,9 @@ class MoeFfnRuntime:
         self.hidden, self.inter, self.experts, self.topk = hidden_size, intermediate_size, num_local_experts, topk
         self.capacity_factor, self.dtype, self.tile_m, self.timeout_s = capacity_factor, dtype, tile_m, timeout_s
         self.wgrad_tile, self.token_tile = wgrad_tile, token_tile  # 0: the compiler's choice
-        # Weight-gradient units of this many columns (wgrad_split.py; 0: whole widths; None: the measured default).
-        self.wgrad_n_block = (default_wgrad_n_block(hidden_size, intermediate_size) if wgrad_n_block is None
-                              else wgrad_n_block)
+        # Weight-gradient units of this many columns (wgrad_split.py; 0: whole widths; None: the measured default,
+        # per token count: wider units where experts get few rows).
+        self.wgrad_n_block = wgrad_n_block
         # fuse_swiglu: SwiGLU and its gradient in the GMM tiles' epilogues (graphs.py, handlers_fused.cuh; I a
         # multiple of FUSED_SWIGLU_GROUP). Opt-in: measured on one H200 (benchmarks/RESULTS.md, session 7), the
         # fused forward is faster (Mixtral-8x7B 4096 tokens 7.7-8.0 -> 7.55 ms, DeepSeek-V3 1024 1.91 -> 1.75) but
@@ -167,7 +167,7 @@ class MoeFfnRuntime:
                                  "tile_m": self.tile_m, "num_aic": self.num_aic, "num_aiv": self.num_aiv,
                                  "wgrad_tile": self.wgrad_tile or self._default_wgrad_tile(),
                                  "token_tile": self.token_tile, "weights_transposed": transposed,
-                                 "wgrad_n_block": self.wgrad_n_block, "fuse_swiglu": self.fuse_swiglu,
+                                 "wgrad_n_block": self._wgrad_n_block(tokens), "fuse_swiglu": self.fuse_swiglu,
                                  "expert_aligned": bool(self.expert_aligned),
                                  "capacity_factor": self.capacity_factor, "mixed_queues": True,
                                  "row_pipelines": True, "claim_pool": True})
@@ -213,6 +213,13 @@ class MoeFfnRuntime:
             return cfg.replace(**fields)
         except HpmoeError:  # a stale entry (another version's fields): the compiler's choice stands
             return cfg
+
+    def _wgrad_n_block(self, tokens: int) -> int:
+        """Columns per weight-gradient unit: as given, else the measured rule at the expected rows per local
+        expert (tokens x topk / local experts: every rank's tokens reach every rank's experts alike)."""
+        if self.wgrad_n_block is not None:
+            return self.wgrad_n_block
+        return default_wgrad_n_block(self.hidden, self.inter, tokens * self.topk / self.experts)
 
     def _default_wgrad_tile(self) -> int:
         """128 output rows per weight-gradient tile (one GMM block tall) where it divides h and I: the claim
