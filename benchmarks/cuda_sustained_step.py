@@ -9,7 +9,7 @@ how much power a kernel draws. A benchmark that alternates single calls with the
 at the other's clock. Also printed, for comparison, the two steps alternating call by call in this run.
 
     python3 benchmarks/cuda_sustained_step.py [--shapes deepseek-v3:8192 mixtral-8x22b:4096] [--seconds 4]
-        [--rounds 2] [--grad-buffer grad|none] [--json-out F]
+        [--rounds 2] [--grad-buffer grad|none] [--wgrad-n-block N] [--json-out F]
 
 Ratio = PyTorch ms per step / hpmoe ms per step (above 1: hpmoe faster). "At equal clocks" divides out the
 clock: PyTorch's ms x MHz over hpmoe's, the ratio if both ran at one clock.
@@ -112,7 +112,7 @@ def bench(shape: str, args) -> dict:
     cfg = make_config(None, {"ep": 1, "tokens": tokens, "hidden": h, "inter": inter, "experts_per_rank": E,
                              "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, args.routing, 0)
-    m = MoEFFN(h, inter, E, k)
+    m = MoEFFN(h, inter, E, k, wgrad_n_block=args.wgrad_n_block)
     x, dy, ids, tw, w1t, w2t = step_tensors(m, tokens, ids_np, w_np, torch.Generator(device="cuda").manual_seed(0))
     ids64 = ids.long()
     fresh = args.grad_buffer == "none"
@@ -176,6 +176,8 @@ def main() -> int:
     p.add_argument("--routing", default="random", choices=["balanced", "random", "skewed"])
     p.add_argument("--grad-buffer", choices=["grad", "none"], default="grad",
                    help="grad: weight gradients add into .grad over the steps; none: every step starts fresh")
+    p.add_argument("--wgrad-n-block", type=int, default=None, metavar="N",
+                   help="MoEFFN(wgrad_n_block=N): columns per weight-gradient unit (default: its rule)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     for shape in args.shapes:
