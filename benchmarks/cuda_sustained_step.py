@@ -74,6 +74,20 @@ class ClockSampler:
                 "power_capped": sum(bool(s[2] & POWER_CAP_BIT) for s in self.samples) / len(self.samples)}
 
 
+def gpu_identity(device: int) -> str:
+    """Which board this is (serial, driver, VBIOS, clock ceilings, power limit, ECC), from nvidia-smi: the same code
+    has run 4-8% more cycles a step on one lent H200 than on another (benchmarks/RESULTS.md, session 20), so a
+    ratio goes with its board."""
+    bus = getattr(torch.cuda.get_device_properties(device), "pci_bus_id", None)
+    fields = "name,serial,driver_version,vbios_version,clocks.max.sm,clocks.max.mem,power.limit,ecc.mode.current"
+    try:
+        out = subprocess.run(["nvidia-smi", "-i", str(bus if bus else device), f"--query-gpu={fields}",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        out = ""
+    return out or "unknown (nvidia-smi gave nothing)"
+
+
 def run_block(step, seconds: float, device: int) -> dict:
     """Steps back to back for `seconds` (synchronising every 5 steps to read the time): ms per step and the
     clock while they ran."""
@@ -189,10 +203,12 @@ def main() -> int:
     print(f"{torch.cuda.get_device_name()}: blocks of {args.seconds:.0f} s per path, {args.rounds} rounds, "
           f"{args.routing} routing, gradients into {'.grad' if args.grad_buffer == 'grad' else 'fresh tensors'}",
           flush=True)
+    board = gpu_identity(torch.cuda.current_device())
+    print(f"board: {board}", flush=True)
     rows = [bench(shape, args) for shape in args.shapes]
     print_table(rows)
     if args.json_out:
-        args.json_out.write_text(json.dumps(rows, indent=1))
+        args.json_out.write_text(json.dumps([{**r, "board": board} for r in rows], indent=1))
     return 0
 
 
