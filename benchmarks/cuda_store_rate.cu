@@ -3,6 +3,7 @@
 // each store `tiles` tiles from shared memory as 16-byte row vectors (BlockGemm::StoreStaged's pattern: a warp
 // writes one 512-byte row), then thread 0 fences (the release a signal makes). Printed per tile, mean over
 // blocks: cycles to issue the stores (to the block barrier after them) and cycles of the fence after them.
+//   build/op_host/cuda/hpmoe_store_rate (CMake builds it where nvcc is found), or
 //   nvcc -O3 -std=c++17 -arch=sm_90a benchmarks/cuda_store_rate.cu -o store_rate && ./store_rate
 // Not a test: it measures, it does not check.
 #include <cstdio>
