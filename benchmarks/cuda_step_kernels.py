@@ -80,8 +80,8 @@ def main() -> int:
                    help="SwiGLU's column block in MoEFFN's schedule (default: its rule, whole rows); gmm: the GMM "
                         "column block in force, as `hpmoe tune --backend cuda` tries it")
     p.add_argument("--wgrad-n-block", type=int, default=None, metavar="N",
-                   help="columns per weight-gradient unit in MoEFFN's schedule (default: its rule, 1024 where wider; "
-                        "0: whole widths)")
+                   help="columns per weight-gradient unit in MoEFFN's schedule (default: its rule, 1024 or wider "
+                        "where experts get few rows; 0: whole widths)")
     add_first_gmm_pool_arg(p)
     args = p.parse_args()
     model, tokens = args.shape.split(":")

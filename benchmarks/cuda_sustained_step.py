@@ -76,8 +76,8 @@ class ClockSampler:
 
 def gpu_identity(device: int) -> str:
     """Which board this is (serial, driver, VBIOS, clock ceilings, power limit, ECC), from nvidia-smi: the same code
-    has run 4-8% more cycles a step on one lent H200 than on another (benchmarks/RESULTS.md, session 20), so a
-    ratio goes with its board."""
+    took 4-10% longer a step on one lent H200 than on another, PyTorch's path the same on both
+    (benchmarks/RESULTS.md, session 20), so a ratio goes with its board."""
     bus = getattr(torch.cuda.get_device_properties(device), "pci_bus_id", None)
     fields = "name,serial,driver_version,vbios_version,clocks.max.sm,clocks.max.mem,power.limit,ecc.mode.current"
     try:

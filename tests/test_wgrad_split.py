@@ -92,7 +92,7 @@ def test_slabs_of_one_column_block_are_claimed_one_after_another():
     ((4096, 14336, 8, 2), 4096, 1024),    # Mixtral-8x7B: 1024 rows, 16 K steps a tile, 64 a unit already
     ((7168, 2048, 8, 8), 8192, 1024),     # DeepSeek-V3 experts: 8192 rows, long tiles, the default block
     ((2880, 2880, 32, 4), 4096, 2048),    # gpt-oss-20b: 512 rows, 8 steps a tile, 8 tiles a unit
-    ((2048, 1408, 64, 6), 4096, 0),       # DeepSeek-V2-Lite: 384 rows, 11 tiles would be wider than 2I
+    ((2048, 1408, 64, 6), 4096, 0),       # DeepSeek-V2-Lite: 384 rows, 11 tiles cover 2I (2816)
     ((512, 256, 8, 2), 4096, 0),          # no weight gradient wider than the block
 ])
 def test_the_op_widens_units_where_experts_get_few_rows(shape, tokens, want):
