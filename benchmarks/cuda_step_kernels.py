@@ -27,13 +27,14 @@ def warm_deepseek_step(tokens: int):
 
 
 def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = None, num_aiv: int | None = None,
-              linear_layout: bool = False, act_n_block: str | None = None, wgrad_n_block: int | None = None):
+              linear_layout: bool = False, act_n_block: str | None = None, wgrad_n_block: int | None = None,
+              wgrad_tile: int | None = None):
     """A step function of `path` at `model`'s expert shapes (EP 1, random routing) and the step's inputs,
     after 3 warm-up steps: (module or step callable, x, topk_ids, topk_weights, dy). The module is called
     as m(x, ids, w). `linear_layout`: the weights stored as nn.Linear stores them ([E, 2I, h], [E, h, I]) and
     given as transpose views, which the op reads in place (a schedule of its own, kConfigWeightsTransposed).
     `act_n_block` (N or "gmm") replaces SwiGLU's column block in MoEFFN's schedule, `wgrad_n_block` the
-    weight-gradient units' (columns, 0: whole widths)."""
+    weight-gradient units' (columns, 0: whole widths), `wgrad_tile` their rows."""
     h, inter, E, k = SHAPES[model]
     m = MoEFFN(h, inter, E, k, first_gmm_pool=first_gmm_pool, num_aiv=num_aiv)
     if act_n_block is not None:
@@ -41,6 +42,8 @@ def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = 
         pin_config(m.runtime, lambda cfg: cfg.replace(act_n_block=act_block_of(cfg, act_n_block)))
     if wgrad_n_block is not None:
         pin_config(m.runtime, lambda cfg: cfg.replace(wgrad_n_block=wgrad_n_block))
+    if wgrad_tile is not None:
+        pin_config(m.runtime, lambda cfg: cfg.replace(wgrad_tile=wgrad_tile))
     if linear_layout:
         for name in ("w1", "w2"):
             stored = getattr(m, name).detach().transpose(1, 2).contiguous()
@@ -82,13 +85,17 @@ def main() -> int:
     p.add_argument("--wgrad-n-block", type=int, default=None, metavar="N",
                    help="columns per weight-gradient unit in MoEFFN's schedule (default: its rule, 1024 or wider "
                         "where experts get few rows; 0: whole widths)")
+    p.add_argument("--wgrad-tile", type=int, default=None, metavar="N",
+                   help="rows per weight-gradient unit (a multiple of 128; default: MoEFFN's, 128 where it divides h "
+                        "and I)")
     add_first_gmm_pool_arg(p)
     args = p.parse_args()
     model, tokens = args.shape.split(":")
     if model not in SHAPES:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
     m, x, ids, w, dy = warm_step(model, int(tokens), args.path, auto_choice(args.first_gmm_pool), args.num_aiv,
-                                 args.weights_layout == "linear", args.act_n_block, args.wgrad_n_block)
+                                 args.weights_layout == "linear", args.act_n_block, args.wgrad_n_block,
+                                 args.wgrad_tile)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)
