@@ -11,8 +11,8 @@ Mixtral-8x7B's 28672 columns), more than L2 holds between readers that started a
 Measured (one H200, traced kernels, orders alternating in one call): with 1024-column blocks claimed column
 block by column block, backward Mixtral-8x7B 4096 12.73 / 13.03 ms against 13.13 / 13.34 whole, DeepSeek-V3
 8192 21.15 / 21.27 against 21.54 / 22.13; claimed slab by slab instead (the first order tried), DeepSeek-V3
-8192 took 24.1 / 24.7 ms (docs/cuda.md, "Per phase and per tile"). MoeFfnRuntime uses
-DEFAULT_BLOCK where an output is wider than it (default_wgrad_n_block); the compiler alone never splits.
+8192 took 24.1 / 24.7 ms (docs/cuda.md, "Per phase and per tile"). MoeFfnRuntime splits where an output is
+wider than its block (default_wgrad_n_block: DEFAULT_BLOCK, or wider, below); the compiler alone never splits.
 
 Where an expert gets few rows, a 1024-column unit is short (4 tiles of K = its rows), and the step between two
 units (claim, descriptor loads, waits, signals: 11-14k cycles, docs/cuda.md "Time between tasks") becomes a
