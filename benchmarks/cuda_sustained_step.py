@@ -37,12 +37,18 @@ from hpmoe.torch import MoEFFN  # noqa: E402
 POWER_CAP_BIT = 0x4  # nvidia-smi clocks_throttle_reasons: SW power cap
 
 
+def smi_gpu(device: int) -> str:
+    """nvidia-smi's -i for this torch device: its PCI bus id where torch gives one (device numbers can differ
+    between the two under CUDA_VISIBLE_DEVICES), else the number."""
+    bus = getattr(torch.cuda.get_device_properties(device), "pci_bus_id", None)
+    return str(bus if bus else device)
+
+
 class ClockSampler:
     """nvidia-smi sampling this GPU's SM clock, power and throttle reasons every 100 ms while open."""
 
     def __init__(self, device: int):
-        bus = getattr(torch.cuda.get_device_properties(device), "pci_bus_id", None)
-        self.cmd = ["nvidia-smi", "-i", str(bus if bus else device), "--query-gpu=clocks.sm,power.draw,"
+        self.cmd = ["nvidia-smi", "-i", smi_gpu(device), "--query-gpu=clocks.sm,power.draw,"
                     "clocks_throttle_reasons.active", "--format=csv,noheader,nounits", "-lms", "100"]
         self.proc = None
 
@@ -78,10 +84,9 @@ def gpu_identity(device: int) -> str:
     """Which board this is (serial, driver, VBIOS, clock ceilings, power limit, ECC), from nvidia-smi: the same code
     took 4-10% longer a step on one lent H200 than on another, PyTorch's path the same on both
     (benchmarks/RESULTS.md, session 20), so a ratio goes with its board."""
-    bus = getattr(torch.cuda.get_device_properties(device), "pci_bus_id", None)
     fields = "name,serial,driver_version,vbios_version,clocks.max.sm,clocks.max.mem,power.limit,ecc.mode.current"
     try:
-        out = subprocess.run(["nvidia-smi", "-i", str(bus if bus else device), f"--query-gpu={fields}",
+        out = subprocess.run(["nvidia-smi", "-i", smi_gpu(device), f"--query-gpu={fields}",
                               "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
     except (FileNotFoundError, subprocess.TimeoutExpired):
         out = ""
