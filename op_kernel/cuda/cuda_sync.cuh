@@ -93,10 +93,7 @@ class CudaSync {
     __shared__ uint32_t counter;
     __shared__ int32_t detail;
     const uint64_t t_enter = ProfileClock();  // timing-only builds (tile_profile.cuh)
-    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0 && claim_end_ != 0) {
-      SyncProfileAdd(kSyncFetch, t_enter - claim_end_);
-      claim_end_ = 0;
-    }
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) marks_.WaitEnter(t_enter);
     bool unmet = false;
     if (threadIdx.x == 0) {
       const uint32_t* c = d_.Counter(d_.rank, event);
@@ -132,13 +129,8 @@ class CudaSync {
     seen->counter = counter;
     seen->detail = detail;
     __syncthreads();
-    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) {
-      last_sync_end_ = ProfileClock();
-      const uint64_t cycles = last_sync_end_ - t_enter;
-      SyncProfileAdd(kSyncWait, cycles);
-      const int source = in_pool_ ? kWaitPool : blockIdx.x < d_.cfg.num_aic ? kWaitCubeQueue : kWaitVectorQueue;
-      WaitProfileAdd(d_.program.events[event].op_id, source, cycles, unmet);
-    }
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0)
+      marks_.WaitEnd(t_enter, d_.program.events[event].op_id, blockIdx.x < d_.cfg.num_aic, unmet);
     return st;
   }
 
@@ -154,9 +146,7 @@ class CudaSync {
   __device__ uint32_t Claim() {
     __shared__ uint32_t claimed;
     const uint64_t t_enter = ProfileClock();
-    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0 && handler_end_ != 0)
-      SyncProfileAdd(kSyncToClaim, t_enter - handler_end_);
-    in_pool_ = true;  // (the wait profile: every later wait is a pool unit's)
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) marks_.ClaimEnter(t_enter);
 #if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
     if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
 #else
@@ -165,21 +155,13 @@ class CudaSync {
     __syncthreads();
     const uint32_t k = claimed;
     __syncthreads();  // every thread has read it before the next claim writes it
-    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) {
-      claim_end_ = last_sync_end_ = ProfileClock();
-      SyncProfileAdd(kSyncClaim, claim_end_ - t_enter);
-    }
+    if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) marks_.ClaimEnd(t_enter);
     return k;
   }
 
-  // Profile builds, thread 0: a handler started (a claim's fetch, if still open, had no wait to end it), or ended.
-  __device__ void ProfileHandlerStart() {
-    const uint64_t now = ProfileClock();
-    if (handler_end_ != 0) SyncProfileAdd(kSyncBetween, now - handler_end_);
-    if (last_sync_end_ != 0) SyncProfileAdd(kSyncToHandler, now - last_sync_end_);
-    claim_end_ = last_sync_end_ = 0;
-  }
-  __device__ void ProfileHandlerEnd() { handler_end_ = ProfileClock(); }
+  // Profile builds, thread 0: a handler started or ended (tile_profile.cuh, TransitionMarks).
+  __device__ void ProfileHandlerStart() { marks_.HandlerStart(); }
+  __device__ void ProfileHandlerEnd() { marks_.HandlerEnd(); }
 
   // `dst` is the symmetric (local-layout) address; the payload lands in dst_rank's segment. src == nullptr
   // with bytes == 0 signals a payload the handler already wrote through Peer() (gathered rows).
@@ -200,10 +182,7 @@ class CudaSync {
   }
 
   const DeviceRank& d_;
-  bool in_pool_ = false;  // a claim was made: the block runs pool units now
-  uint64_t claim_end_ = 0;  // profile builds, thread 0: clock64 at the end of the last claim, until a wait
-  uint64_t last_sync_end_ = 0;  // ... at the end of the last claim or wait, until a handler starts
-  uint64_t handler_end_ = 0;    // ... at the end of the block's last handler
+  TransitionMarks marks_;  // profile builds only (empty otherwise)
 };
 
 }  // namespace cuda

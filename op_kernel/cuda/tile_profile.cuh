@@ -152,9 +152,58 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
            q[kPairBothUnits], q[kPairTiled]);
   for (int i = 0; i < kPairEventCount; ++i) q[i] = 0;
 }
+
+// Thread 0's clock marks between two tasks (CudaSync, CudaHandlers): what the sync profile's "fetches", "to the
+// claim", "to the handler" and "between tasks" lines measure, and which waits are a pool unit's. Empty in the
+// default build, so that CudaSync, which the handlers hold by reference on the block's stack, carries no profile
+// state there (it cost 16 bytes of stack when it did).
+class TransitionMarks {
+ public:
+  __device__ void WaitEnter(uint64_t now) {
+    if (claim_end_ == 0) return;
+    SyncProfileAdd(kSyncFetch, now - claim_end_);
+    claim_end_ = 0;
+  }
+  __device__ void WaitEnd(uint64_t t_enter, uint32_t op, bool cube_block, bool unmet) {
+    last_sync_end_ = ProfileClock();
+    const uint64_t cycles = last_sync_end_ - t_enter;
+    SyncProfileAdd(kSyncWait, cycles);
+    WaitProfileAdd(op, in_pool_ ? kWaitPool : cube_block ? kWaitCubeQueue : kWaitVectorQueue, cycles, unmet);
+  }
+  __device__ void ClaimEnter(uint64_t now) {
+    if (handler_end_ != 0) SyncProfileAdd(kSyncToClaim, now - handler_end_);
+    in_pool_ = true;  // every later wait is a pool unit's
+  }
+  __device__ void ClaimEnd(uint64_t t_enter) {
+    claim_end_ = last_sync_end_ = ProfileClock();
+    SyncProfileAdd(kSyncClaim, claim_end_ - t_enter);
+  }
+  // A handler started (a claim's fetch, if still open, had no wait to end it), or ended.
+  __device__ void HandlerStart() {
+    const uint64_t now = ProfileClock();
+    if (handler_end_ != 0) SyncProfileAdd(kSyncBetween, now - handler_end_);
+    if (last_sync_end_ != 0) SyncProfileAdd(kSyncToHandler, now - last_sync_end_);
+    claim_end_ = last_sync_end_ = 0;
+  }
+  __device__ void HandlerEnd() { handler_end_ = ProfileClock(); }
+
+ private:
+  bool in_pool_ = false;        // a claim was made: the block runs pool units now
+  uint64_t claim_end_ = 0;      // the end of the last claim, until a wait
+  uint64_t last_sync_end_ = 0;  // the end of the last claim or wait, until a handler starts
+  uint64_t handler_end_ = 0;    // the end of the block's last handler
+};
 #else
 __device__ __forceinline__ void SyncProfileAdd(int, uint64_t) {}
 __device__ __forceinline__ void WaitProfileAdd(uint32_t, int, uint64_t, bool) {}
+struct TransitionMarks {
+  __device__ void WaitEnter(uint64_t) {}
+  __device__ void WaitEnd(uint64_t, uint32_t, bool, bool) {}
+  __device__ void ClaimEnter(uint64_t) {}
+  __device__ void ClaimEnd(uint64_t) {}
+  __device__ void HandlerStart() {}
+  __device__ void HandlerEnd() {}
+};
 __device__ __forceinline__ void ProfileAdd(int, int, uint64_t) {}
 __device__ __forceinline__ void PairProfileAdd(int) {}
 __device__ __forceinline__ uint64_t ProfileClock() { return 0; }
