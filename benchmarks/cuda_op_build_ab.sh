@@ -22,7 +22,7 @@ for rep in ${REPS:-1 2}; do
         ${extra//,/ } > "$log" 2>&1 || { echo "FAILED $shape $entry"; tail -3 "$log"; continue; }
       echo "$shape $entry round $rep: $(grep -m1 WorkerKernel "$log" | awk '{print $1, $2, $3}') per step" \
         "| step $(grep -m1 'total GPU time' "$log" | awk '{print $1}') ms"
-      grep -E "block profile|tile profile|pair profile|sync profile|wait profile" "$log" | tail -n 60
+      grep -E "block profile|tile profile|ping-pong profile|pair profile|sync profile|wait profile" "$log" | tail -n 60
     done
   done
 done

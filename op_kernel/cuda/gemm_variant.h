@@ -48,6 +48,15 @@
 #if HPMOE_WGRAD_CHAIN && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS || HPMOE_GEMM_ASYNC_EPILOGUE)
 #error "the chained weight gradient is a variant of the 256-thread TMA tile with the block's own epilogue"
 #endif
+#ifndef HPMOE_WGRAD_PINGPONG
+// 1: a weight-gradient unit written in the model dtype runs as a ping-pong of 128 x 128 tiles, one warpgroup's
+// K loop under the other's stores (block_gemm_pingpong.cuh); 0: the default tile, both warpgroups on one
+// 128 x 256 tile, the block storing each epilogue itself. Bitwise the same.
+#define HPMOE_WGRAD_PINGPONG 0
+#endif
+#if HPMOE_WGRAD_PINGPONG && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS || HPMOE_GEMM_ASYNC_EPILOGUE || HPMOE_WGRAD_CHAIN)
+#error "the ping-pong weight gradient is a variant of the 256-thread TMA tile with the block's own epilogue"
+#endif
 #ifndef HPMOE_DW_EVICT_FIRST
 // With the asynchronous epilogue: weight-gradient rows are written as L2 evict-first (no effect measured).
 #define HPMOE_DW_EVICT_FIRST 1

@@ -22,6 +22,9 @@
 #if HPMOE_WGRAD_CHAIN
 #include "block_gemm_chain.cuh"
 #endif
+#if HPMOE_WGRAD_PINGPONG
+#include "block_gemm_pingpong.cuh"
+#endif
 #else
 #include "block_gemm_wgmma.cuh"
 #endif
@@ -280,6 +283,15 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       const TmaOperand store{d.has_dw_maps ? &d.dw_maps[out.slot == ssc::kSlotDW2][0] : nullptr, 0, int32_t(b0),
                              int32_t(e)};
       chain.Run(ta, tb, d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), store);
+      return 0;
+    }
+  }
+#endif
+#if HPMOE_WGRAD_PINGPONG
+  if (d.dw_mode == kDwModelDtype) {  // written in T (not added to a buffer), few K steps: warpgroups in turns
+    WeightGradPingPong<T> pp(smem, k_rows, int(d.cfg.ep), int32_t(wg), int32_t(c0), int32_t(c1));
+    if (pp.steps_per_tile > 0 && pp.steps_per_tile <= kPpMaxSteps) {  // (no rows: zero tiles, below)
+      pp.Run(ta, tb, d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n));
       return 0;
     }
   }

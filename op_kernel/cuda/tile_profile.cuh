@@ -53,7 +53,19 @@ enum SyncOp {
 enum WaitSource { kWaitCubeQueue, kWaitVectorQueue, kWaitPool, kWaitSourceCount };
 constexpr uint32_t kWaitProfileOps = 16;  // op ids beyond count under the last
 
+// The ping-pong weight-gradient unit (block_gemm_pingpong.cuh), per warpgroup (its thread 0; the store: its
+// thread 32): a multiplying warpgroup's steps (waiting for the operands, issue to the step before done, freeing
+// the slot), the other's feeding and storing a tile, waiting for its turn; units and their cycles (warpgroup 0).
+enum PpPhase {
+  kPpTurn, kPpFull, kPpMma, kPpFree, kPpFeed, kPpStore, kPpSteps, kPpTiles, kPpUnits, kPpUnitCycles, kPpPhaseCount
+};
+
 #if HPMOE_EXPERIMENT_PROFILE
+__device__ unsigned long long g_pp_profile[2][kPpPhaseCount];
+__device__ __forceinline__ void PpProfileAdd(int phase, uint64_t v) {
+  if (threadIdx.x % 128 == (phase == kPpStore ? 32 : 0) && (phase < kPpUnits || threadIdx.x == 0))
+    atomicAdd(&g_pp_profile[threadIdx.x / 128][phase], (unsigned long long)v);
+}
 __device__ unsigned long long g_tile_profile[4][kPhaseCount];
 __device__ unsigned long long g_sync_profile[kSyncOpCount][3];  // calls, cycles, the longest call's cycles
 
@@ -144,6 +156,20 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
                100.0 * double(w[2]) / block_cycles);
       for (int i = 0; i < 3; ++i) w[i] = 0;
     }
+  for (int w = 0; w < 2; ++w) {
+    unsigned long long* p = g_pp_profile[w];
+    const double steps = double(p[kPpSteps] ? p[kPpSteps] : 1), tiles = double(p[kPpTiles] ? p[kPpTiles] : 1);
+    if (p[kPpTiles] > 0)
+      printf("ping-pong profile %s warpgroup %d: tiles %llu, K steps/tile %.1f; cycles/step: operands %.0f, to the "
+             "step before %.0f, free %.0f; cycles/tile: feeding %.0f, store %.0f, turn %.0f\n",
+             direction ? "bwd" : "fwd", w, p[kPpTiles], double(p[kPpSteps]) / tiles, p[kPpFull] / steps,
+             p[kPpMma] / steps, p[kPpFree] / steps, p[kPpFeed] / tiles, p[kPpStore] / tiles, p[kPpTurn] / tiles);
+    if (w == 0 && p[kPpUnits] > 0)
+      printf("ping-pong profile %s: units %llu, %.0f cycles each, %.1f%% of the blocks' cycles\n",
+             direction ? "bwd" : "fwd", p[kPpUnits], double(p[kPpUnitCycles]) / double(p[kPpUnits]),
+             100.0 * double(p[kPpUnitCycles]) / block_cycles);
+    for (int i = 0; i < kPpPhaseCount; ++i) p[i] = 0;
+  }
   unsigned long long* q = g_pair_profile;
   if (q[kPairAlone] + q[kPairAsked] + q[kPairServed] > 0)
     printf("pair profile %s: alone claims %llu, block-1 asks %llu (withdrawn %llu), rounds served %llu (both units "
@@ -207,6 +233,7 @@ struct TransitionMarks {
 __device__ __forceinline__ void ProfileAdd(int, int, uint64_t) {}
 __device__ __forceinline__ void PairProfileAdd(int) {}
 __device__ __forceinline__ uint64_t ProfileClock() { return 0; }
+__device__ __forceinline__ void PpProfileAdd(int, uint64_t) {}
 struct BlockStamp {};
 __device__ __forceinline__ BlockStamp ProfileBlockBegin() { return {}; }
 __device__ __forceinline__ void ProfileBlockEnd(const BlockStamp&) {}

@@ -1,0 +1,265 @@
+// GPU check of the ping-pong weight-gradient unit (op_kernel/cuda/block_gemm_pingpong.cuh), run by
+// tests/cuda/test_wgrad_pingpong.py: dW = X^T dY over K segments (an expert's rows per source slot, some empty,
+// ends not on 64-row steps), each block one unit (a 128-row slab of dW x a column block), against the default
+// tile (BlockGemmTma, 128 x 256, both warpgroups on one tile) bitwise and a float64 reference on the host.
+// Cases cover one K step a tile, odd tile counts, ragged rows and columns. A kernel still running after
+// 20 s is reported as a hang (exit 3), not waited for. Prints one line per case; exit 0 iff all pass.
+// --bench: the unit alone, one an SM, both tiles timed: Qwen3-235B-A22B's widths (256 rows an expert, whole
+// widths), and 1024-column units at 64 to 2048 rows an expert.
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gemm_variant.h"
+#include "block_gemm_pingpong.cuh"
+
+using namespace hpmoe::cuda;
+using T = __nv_bfloat16;
+
+namespace {
+
+constexpr int kMaxSegments = 8;
+
+// One unit: dW rows [b0, b0 + rows) x columns [c0, c1), K the rows of `seg`.
+struct Unit {
+  int32_t rows, c0, c1;
+};
+
+template <bool kPingPong>
+__global__ void __launch_bounds__(kThreads, 1) UnitKernel(const void* map_x, const void* map_dy, T* dw, int32_t ldc,
+                                                          const uint64_t* segments, int nseg, Unit unit,
+                                                          int32_t h) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  __shared__ uint64_t seg[2 * kMaxSegments];
+  if (threadIdx.x < 2 * nseg) seg[threadIdx.x] = segments[threadIdx.x];
+  __syncthreads();
+  const int32_t b0 = int32_t(blockIdx.x) * unit.rows;
+  const int32_t rows = min(unit.rows, h - b0);
+  const TmaOperand a{map_x, b0, 0, 0};
+  const TmaOperand b{map_dy, 0, 0, 0};
+  T* out = dw + int64_t(b0) * ldc;
+  if constexpr (kPingPong) {
+    WeightGradPingPong<T> pp(smem, seg, nseg, rows, unit.c0, unit.c1);
+    pp.Run(a, b, out, ldc);
+  } else {
+    BlockGemmTma<T, true, false> g(smem);
+    for (int32_t m0 = 0; m0 < rows; m0 += kBM)
+      for (int32_t n0 = unit.c0; n0 < unit.c1; n0 += kBN) {
+        g.Zero();
+        for (int s = 0; s < nseg; ++s)
+          if (seg[2 * s] < seg[2 * s + 1]) g.Accumulate(a, b, m0, n0, int32_t(seg[2 * s]), int32_t(seg[2 * s + 1]));
+        g.WriteStaged(out, ldc, m0, n0, rows, unit.c1);
+      }
+  }
+}
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+bool Ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  std::printf("wgrad ping-pong: %s failed: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+// A row-major [rows, cols] bf16 matrix as the runtime's 3-D maps see a slot, boxes of 64 columns x 64 rows.
+bool Map(EncodeTiled encode, void* base, uint64_t rows, uint64_t cols, CUtensorMap* out) {
+  const cuuint64_t dims[3] = {cols, rows, 1}, strides[2] = {cols * 2, cols * 2 * rows};
+  const cuuint32_t box[3] = {64, kBoxLines[kBoxRows64], 1}, elem[3] = {1, 1, 1};
+  return encode(out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// Waits for the device, reporting a kernel that runs past 20 s as a hang (the process exits: the context
+// cannot be recovered from a kernel that never ends).
+bool Finish(const char* what) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(nullptr);
+    if (e == cudaSuccess) return true;
+    if (e != cudaErrorNotReady) return Ok(e, what);
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(20)) {
+      std::printf("wgrad ping-pong: %s HANG (still running after 20 s)\n", what);
+      std::fflush(stdout);
+      std::_Exit(3);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+template <bool kPingPong>
+bool Launch(const CUtensorMap* maps, T* dw, int32_t ldc, const uint64_t* segs, int nseg, Unit unit, int32_t h,
+            float* ms = nullptr) {
+  auto kernel = UnitKernel<kPingPong>;
+  const uint32_t bytes = kGemmTmaSmemBytes;
+  if (!Ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), "smem attribute"))
+    return false;
+  const int blocks = (h + unit.rows - 1) / unit.rows;
+  const char* name = kPingPong ? "ping-pong unit kernel" : "default tile kernel";
+  kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], dw, ldc, segs, nseg, unit, h);
+  if (!Ok(cudaGetLastError(), "launch") || !Finish(name)) return false;
+  if (ms == nullptr) return true;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  constexpr int kReps = 20;
+  cudaEventRecord(e0);
+  for (int i = 0; i < kReps; ++i) kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], dw, ldc, segs, nseg, unit, h);
+  cudaEventRecord(e1);
+  if (!Finish(name) || !Ok(cudaEventSynchronize(e1), "timed launches")) return false;
+  cudaEventElapsedTime(ms, e0, e1);
+  *ms /= kReps;
+  return true;
+}
+
+float ToF(T v) { return __bfloat162float(v); }
+
+struct Case {
+  const char* name;
+  int32_t h, n;                   // dW is h x n
+  Unit unit;                      // each block: `unit.rows` rows of dW, columns [c0, c1)
+  std::vector<uint64_t> segments; // K ranges [s0, s1), ...: rows of X and dY
+};
+
+bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
+  const int32_t k_rows = int32_t(*std::max_element(c.segments.begin(), c.segments.end())) + 64;  // rows past the
+  const int nseg = int(c.segments.size() / 2);  // last segment: another expert's, never summed
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<T> x(size_t(k_rows) * c.h), dy(size_t(k_rows) * c.n);
+  for (auto& v : x) v = __float2bfloat16(dist(rng));
+  for (auto& v : dy) v = __float2bfloat16(dist(rng));
+  T *dx, *ddy, *dw_pp, *dw_ref;
+  uint64_t* dseg;
+  CUtensorMap* dmaps;
+  const size_t w_bytes = size_t(c.h) * c.n * sizeof(T);
+  if (!Ok(cudaMalloc(&dx, x.size() * 2), "cudaMalloc") || !Ok(cudaMalloc(&ddy, dy.size() * 2), "cudaMalloc") ||
+      !Ok(cudaMalloc(&dw_pp, w_bytes), "cudaMalloc") || !Ok(cudaMalloc(&dw_ref, w_bytes), "cudaMalloc") ||
+      !Ok(cudaMalloc(&dseg, c.segments.size() * 8), "cudaMalloc") ||
+      !Ok(cudaMalloc(&dmaps, 2 * sizeof(CUtensorMap)), "cudaMalloc"))
+    return false;
+  cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(ddy, dy.data(), dy.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dseg, c.segments.data(), c.segments.size() * 8, cudaMemcpyHostToDevice);
+  // 0x7f7f (3.4e38): an element the unit should write and did not fails the float64 check; one outside the
+  // unit's columns must still hold it.
+  cudaMemset(dw_pp, 0x7f, w_bytes);
+  cudaMemset(dw_ref, 0x7f, w_bytes);
+  CUtensorMap maps[2];
+  std::memset(maps, 0, sizeof(maps));
+  if (!Map(encode, dx, k_rows, c.h, &maps[0]) || !Map(encode, ddy, k_rows, c.n, &maps[1])) {
+    std::printf("wgrad ping-pong: cuTensorMapEncodeTiled failed\n");
+    return false;
+  }
+  cudaMemcpy(dmaps, maps, sizeof(maps), cudaMemcpyHostToDevice);
+  float pp_ms = 0, ref_ms = 0;
+  if (!Launch<false>(dmaps, dw_ref, c.n, dseg, nseg, c.unit, c.h, bench ? &ref_ms : nullptr) ||
+      !Launch<true>(dmaps, dw_pp, c.n, dseg, nseg, c.unit, c.h, bench ? &pp_ms : nullptr))
+    return false;
+  uint64_t k_total = 0;
+  for (int s = 0; s < nseg; ++s) k_total += c.segments[2 * s + 1] - c.segments[2 * s];
+  if (bench) {
+#if HPMOE_EXPERIMENT_PROFILE
+    ProfilePrintKernel<<<1, 1>>>(1);  // the ping-pong lines; the default tile's are not counted here
+    cudaDeviceSynchronize();
+#endif
+    const double flop = 2.0 * c.h * (c.unit.c1 - c.unit.c0) * double(k_total);
+    std::printf("wgrad ping-pong bench %s: default tile %.3f ms (%.0f TFLOP/s), ping-pong %.3f ms (%.0f TFLOP/s)\n",
+                c.name, ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9);
+  }
+  std::vector<T> pp(size_t(c.h) * c.n), ref(size_t(c.h) * c.n);
+  cudaMemcpy(pp.data(), dw_pp, w_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(ref.data(), dw_ref, w_bytes, cudaMemcpyDeviceToHost);
+  const bool bitwise = std::memcmp(pp.data(), ref.data(), w_bytes) == 0;
+  // Against float64, relative to max(|ref|, sqrt(K)) (unit normals: |dW| ~ sqrt(K), so near-zero sums are
+  // measured on that scale): the bf16 output's rounding is at most half an ulp, 2^-9 relative; fp32 sums of
+  // K <= 1000 products add about K * 2^-24. Tolerance: one ulp, 2^-8. Outside [c0, c1): untouched bits.
+  double worst = 0.0;
+  bool untouched = true;
+  for (int32_t m = 0; m < c.h && !bench; ++m) {  // (--bench: the bitwise comparison only)
+    for (int32_t n = 0; n < c.n; ++n) {
+      const uint16_t bits = reinterpret_cast<const uint16_t*>(pp.data())[size_t(m) * c.n + n];
+      if (n < c.unit.c0 || n >= c.unit.c1) {
+        untouched = untouched && bits == 0x7f7f;
+        continue;
+      }
+      double r = 0.0;
+      for (int s = 0; s < nseg; ++s)
+        for (uint64_t k = c.segments[2 * s]; k < c.segments[2 * s + 1]; ++k)
+          r += double(ToF(x[k * c.h + m])) * ToF(dy[k * c.n + n]);
+      const double err = std::fabs(double(ToF(pp[size_t(m) * c.n + n])) - r) /
+                         std::fmax(std::fabs(r), std::sqrt(double(std::max<uint64_t>(k_total, 1))));
+      worst = std::isnan(err) ? INFINITY : std::fmax(worst, err);
+    }
+  }
+  const bool close = worst < 1.0 / 256;
+  std::printf("wgrad ping-pong %s: bitwise equal to the default tile %s, max rel err vs float64 %.2e (tol 2^-8) %s, "
+              "columns outside the unit untouched %s\n",
+              c.name, bitwise ? "yes" : "NO", worst, close ? "ok" : "FAIL", untouched ? "yes" : "NO");
+  cudaFree(dx);
+  cudaFree(ddy);
+  cudaFree(dw_pp);
+  cudaFree(dw_ref);
+  cudaFree(dseg);
+  cudaFree(dmaps);
+  return bitwise && close && untouched;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("wgrad ping-pong: no CUDA device\n");
+    return 2;
+  }
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  if (prop.major < 9) {
+    std::printf("wgrad ping-pong: needs a Hopper GPU (sm_90), found sm_%d%d\n", prop.major, prop.minor);
+    return 2;
+  }
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+      p == nullptr) {
+    std::printf("wgrad ping-pong: the driver has no cuTensorMapEncodeTiled\n");
+    return 1;
+  }
+  const auto encode = reinterpret_cast<EncodeTiled>(p);
+  std::mt19937 rng(21);
+  std::vector<Case> cases;
+  if (bench) {  // one unit (a 128-row slab) per SM: Qwen3-235B-A22B's DW1 widths (2I 3072 whole, 256 rows an
+    // expert), Mixtral-8x22B's units (1024 columns, 1024 rows an expert)
+    const int32_t h = 128 * prop.multiProcessorCount;
+    cases.push_back({"one unit an SM, 3072 columns whole, K 256", h, 3072, {128, 0, 3072}, {0, 256}});
+    const char* names[] = {"one unit an SM, 1024 columns, K 64",  "one unit an SM, 1024 columns, K 128",
+                           "one unit an SM, 1024 columns, K 256",  "one unit an SM, 1024 columns, K 512",
+                           "one unit an SM, 1024 columns, K 1024", "one unit an SM, 1024 columns, K 2048"};
+    for (int i = 0; i < 6; ++i) cases.push_back({names[i], h, 1024, {128, 0, 1024}, {0, 64ull << i}});
+  } else {
+    // Three source slots, one empty, ends inside 64-row steps: 5 + 11 steps a tile, 8 tiles a unit.
+    cases.push_back({"3 slots (one empty), ragged K, 8 tiles", 384, 1024, {128, 0, 1024}, {0, 300, 300, 300, 337, 1000}});
+    // One K step a tile (an expert with 40 rows): every refill is another tile's.
+    cases.push_back({"one K step a tile", 256, 1024, {128, 0, 1024}, {0, 40}});
+    // Three steps a tile, odd tile count (7), ragged last tile, rows not a multiple of 128 (200: 128 + 72).
+    cases.push_back({"3 steps, 7 tiles, ragged rows and columns", 200, 1000, {128, 128, 1000}, {5, 60, 100, 150, 180, 230}});
+    // A single tile: the second warpgroup has none.
+    cases.push_back({"one tile", 128, 128, {128, 0, 128}, {0, 700}});
+  }
+  bool ok = true;
+  for (const Case& c : cases) ok = Run(encode, rng, c, bench) && ok;
+  return ok ? 0 : 1;
+}
