@@ -49,9 +49,12 @@
 #error "the chained weight gradient is a variant of the 256-thread TMA tile with the block's own epilogue"
 #endif
 #ifndef HPMOE_WGRAD_PINGPONG
-// 1: a weight-gradient unit written in the model dtype runs as a ping-pong of 128 x 128 tiles, one warpgroup's
-// K loop under the other's stores (block_gemm_pingpong.cuh); 0: the default tile, both warpgroups on one
-// 128 x 256 tile, the block storing each epilogue itself. Bitwise the same.
+// 1: a weight-gradient unit written in the model dtype, with at most HPMOE_PP_MAX_STEPS K steps a tile, runs as
+// a ping-pong of 128 x 128 tiles, one warpgroup's K loop under the other's stores (block_gemm_pingpong.cuh);
+// 0 (the default): the default tile, both warpgroups on one 128 x 256 tile, the block storing each epilogue
+// itself. Bitwise the same. One H200 (docs/cuda.md, "The ping-pong weight-gradient unit"): the unit alone,
+// one an SM, 15-18% faster at Qwen3-235B-A22B's widths; in the op, fwd+bwd kernels Qwen3-235B 13.31/12.75 ms
+// against 13.26/12.94, four small-expert shapes 1-3% slower (its K steps ran 2.5x longer in the op than alone).
 #define HPMOE_WGRAD_PINGPONG 0
 #endif
 #if HPMOE_WGRAD_PINGPONG && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS || HPMOE_GEMM_ASYNC_EPILOGUE || HPMOE_WGRAD_CHAIN)
