@@ -78,8 +78,7 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
       : Tma(shared), seg(segments), nseg(nsegments), rows(rows_), c0(c0_), c1(c1_) {
     tiles_n = (c1 - c0 + kPpBN - 1) / kPpBN;
     tiles = (rows + kBM - 1) / kBM * tiles_n;
-    steps_per_tile = 0;
-    for (int i = 0; i < nseg; ++i) steps_per_tile += int((seg[2 * i + 1] - seg[2 * i] + kBK - 1) / kBK);
+    steps_per_tile = KSteps(seg, nseg);
   }
 
   __device__ int FirstSegment(int from) const {

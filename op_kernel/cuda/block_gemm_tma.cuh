@@ -51,6 +51,14 @@ __device__ __forceinline__ void TmaLoad(uint32_t dst, const void* map, uint32_t 
       : "memory");
 }
 
+// A weight-gradient tile's K steps: each K segment [seg[2i], seg[2i+1]) (an expert's rows of one source slot)
+// in whole 64-row steps, its last one partial.
+__device__ __forceinline__ int KSteps(const uint64_t* seg, int nseg) {
+  int steps = 0;
+  for (int i = 0; i < nseg; ++i) steps += int((seg[2 * i + 1] - seg[2 * i] + kBK - 1) / kBK);
+  return steps;
+}
+
 template <class T, bool kAColMajor, bool kBColMajor>
 struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   using Base = BlockGemm<T, kAColMajor, kBColMajor>;

@@ -17,8 +17,12 @@
 
 #include "gemm_variant.h"
 #include "block_gemm_paired.cuh"
+#include "tile_check_host.h"
 
 using namespace hpmoe::cuda;
+using tile_check::EncodeTiled;
+using tile_check::Map;
+using tile_check::Ok;
 using T = __nv_bfloat16;
 
 namespace {
@@ -49,25 +53,6 @@ __global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, con
       g.WriteStaged(c, N, m0, n0, M, N);
     }
   }
-}
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-bool Ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::printf("paired tile: %s failed: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
-
-// A row-major [rows, cols] bf16 matrix as the tiles' 3-D maps see a slot (one "expert"), boxes 64 x lines.
-bool Map(EncodeTiled encode, void* base, uint64_t rows, uint64_t cols, uint32_t lines, CUtensorMap* out) {
-  const cuuint64_t dims[3] = {cols, rows, 1}, strides[2] = {cols * 2, cols * 2 * rows};
-  const cuuint32_t box[3] = {64, lines, 1}, elem[3] = {1, 1, 1};
-  return encode(out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // A launch of `blocks` tile blocks in clusters of `cluster` (the attribute lives in `attr`, which must outlive
@@ -188,25 +173,9 @@ bool Case(EncodeTiled encode, std::mt19937& rng, bool bench) {
 
 int main(int argc, char** argv) {
   const bool bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("paired tile: no CUDA device\n");
-    return 2;
-  }
   cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
-  if (prop.major < 9) {
-    std::printf("paired tile: needs a Hopper GPU (sm_90), found sm_%d%d\n", prop.major, prop.minor);
-    return 2;
-  }
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      p == nullptr) {
-    std::printf("paired tile: the driver has no cuTensorMapEncodeTiled\n");
-    return 1;
-  }
-  const auto encode = reinterpret_cast<EncodeTiled>(p);
+  EncodeTiled encode = nullptr;
+  if (const int code = tile_check::Setup("paired tile", &prop, &encode)) return code;
   std::mt19937 rng(13);
   if (bench) {  // as many bands as clusters of 2 can be resident at once (GPCs of an odd SM count leave one idle)
     cudaLaunchAttribute attr;

@@ -4,8 +4,8 @@
 // tile (BlockGemmTma, 128 x 256, both warpgroups on one tile) bitwise and a float64 reference on the host.
 // Cases cover one K step a tile, odd tile counts, ragged rows and columns. A kernel still running after
 // 20 s is reported as a hang (exit 3), not waited for. Prints one line per case; exit 0 iff all pass.
-// --bench: the unit alone, one an SM, both tiles timed: Qwen3-235B-A22B's widths (256 rows an expert, whole
-// widths), and 1024-column units at 64 to 2048 rows an expert.
+// --bench: the unit alone, one an SM, both tiles timed: Qwen3-235B-A22B's widths (256 and 250 rows an expert,
+// whole widths), and 1024-column units at 64 to 2048 rows an expert.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -22,8 +22,11 @@
 
 #include "gemm_variant.h"
 #include "block_gemm_pingpong.cuh"
+#include "tile_check_host.h"
 
 using namespace hpmoe::cuda;
+using tile_check::EncodeTiled;
+using tile_check::Ok;
 using T = __nv_bfloat16;
 
 namespace {
@@ -61,25 +64,6 @@ __global__ void __launch_bounds__(kThreads, 1) UnitKernel(const void* map_x, con
         g.WriteStaged(out, ldc, m0, n0, rows, unit.c1);
       }
   }
-}
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-bool Ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::printf("wgrad ping-pong: %s failed: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
-
-// A row-major [rows, cols] bf16 matrix as the runtime's 3-D maps see a slot, boxes of 64 columns x 64 rows.
-bool Map(EncodeTiled encode, void* base, uint64_t rows, uint64_t cols, CUtensorMap* out) {
-  const cuuint64_t dims[3] = {cols, rows, 1}, strides[2] = {cols * 2, cols * 2 * rows};
-  const cuuint32_t box[3] = {64, kBoxLines[kBoxRows64], 1}, elem[3] = {1, 1, 1};
-  return encode(out, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, base, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 // Waits for the device, reporting a kernel that runs past 20 s as a hang (the process exits: the context
@@ -158,7 +142,8 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
   cudaMemset(dw_ref, 0x7f, w_bytes);
   CUtensorMap maps[2];
   std::memset(maps, 0, sizeof(maps));
-  if (!Map(encode, dx, k_rows, c.h, &maps[0]) || !Map(encode, ddy, k_rows, c.n, &maps[1])) {
+  if (!tile_check::Map(encode, dx, k_rows, c.h, kBoxLines[kBoxRows64], &maps[0]) ||
+      !tile_check::Map(encode, ddy, k_rows, c.n, kBoxLines[kBoxRows64], &maps[1])) {
     std::printf("wgrad ping-pong: cuTensorMapEncodeTiled failed\n");
     return false;
   }
@@ -220,31 +205,16 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
 
 int main(int argc, char** argv) {
   const bool bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
-    std::printf("wgrad ping-pong: no CUDA device\n");
-    return 2;
-  }
   cudaDeviceProp prop{};
-  cudaGetDeviceProperties(&prop, 0);
-  if (prop.major < 9) {
-    std::printf("wgrad ping-pong: needs a Hopper GPU (sm_90), found sm_%d%d\n", prop.major, prop.minor);
-    return 2;
-  }
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-      p == nullptr) {
-    std::printf("wgrad ping-pong: the driver has no cuTensorMapEncodeTiled\n");
-    return 1;
-  }
-  const auto encode = reinterpret_cast<EncodeTiled>(p);
+  EncodeTiled encode = nullptr;
+  if (const int code = tile_check::Setup("wgrad ping-pong", &prop, &encode)) return code;
   std::mt19937 rng(21);
   std::vector<Case> cases;
   if (bench) {  // one unit (a 128-row slab) per SM: Qwen3-235B-A22B's DW1 widths (2I 3072 whole, 256 rows an
     // expert), Mixtral-8x22B's units (1024 columns, 1024 rows an expert)
     const int32_t h = 128 * prop.multiProcessorCount;
     cases.push_back({"one unit an SM, 3072 columns whole, K 256", h, 3072, {128, 0, 3072}, {0, 256}});
+    cases.push_back({"one unit an SM, 3072 columns whole, K 250", h, 3072, {128, 0, 3072}, {0, 250}});
     const char* names[] = {"one unit an SM, 1024 columns, K 64",  "one unit an SM, 1024 columns, K 128",
                            "one unit an SM, 1024 columns, K 256",  "one unit an SM, 1024 columns, K 512",
                            "one unit an SM, 1024 columns, K 1024", "one unit an SM, 1024 columns, K 2048"};
