@@ -19,6 +19,7 @@
 #pragma once
 
 #include "block_gemm_tma.cuh"
+#include "gemm_variant.h"
 #include "tile_profile.cuh"
 
 namespace hpmoe {
@@ -302,7 +303,7 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
           if (t - 1 < tiles) Feed(t - 1, a, b);
           PpProfileAdd(kPpFeed, ProfileClock() - t0);
         } else if (t >= 2) {
-          Store(out, ldc, t - 2, wg);
+          if (HPMOE_EXPERIMENT_DW != 1) Store(out, ldc, t - 2, wg);  // timing experiment 1: no stores
           PpProfileAdd(kPpStore, ProfileClock() - t0);
         }
       }
