@@ -121,15 +121,7 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
   }
   // Lines [valid, kBK) of slot q zeroed by warpgroup wg (the segment's K end is inside both tensors).
   __device__ void ZeroKTail(int q, int valid, int wg) {
-    constexpr int kBlocks = (kBM + kPpBN) / 64;
-    const int lines = kBK - valid;
-    for (int i = threadIdx.x % 128; i < kBlocks * lines * 8; i += 128) {
-      const int blk = i / (lines * 8), line = valid + (i / 8) % lines, chunk = i % 8;
-      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(Slot(q) + blk * kBK * 128 + line * 128 + chunk * 16),
-                   "r"(0)
-                   : "memory");
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    ZeroKLines<(kBM + kPpBN) / 64>(Slot(q), valid, int(threadIdx.x % 128), 128);
     WarpgroupBarrier(wg);
   }
 
@@ -212,38 +204,11 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
         }
     WarpgroupBarrier(wg);
   }
-  // Tile t from this warpgroup's staging buffer to out as 16-byte row vectors, by warps 1-3: a whole tile in
-  // batches of 8 loads then 8 stores a thread; element by element at a ragged or unaligned edge.
+  // Tile t from this warpgroup's staging buffer to out as 16-byte row vectors (StoreStagedRows), by warps 1-3.
   __device__ void Store(T* out, int64_t ldc, int t, int wg) const {
-    constexpr int kThreadsStoring = 96, kVecs = kPpBN / 8, kAll = kBM * kVecs, kBatch = 8;
     const uint32_t base = Staging(wg);
-    const int tid = int(threadIdx.x % 128) - 32;
-    const int32_t m0 = t / tiles_n * kBM, n0 = c0 + t % tiles_n * kPpBN;
-    const bool rows_aligned = (reinterpret_cast<uintptr_t>(out) & 15) == 0 && (ldc & 7) == 0;
-    T* tile = out + int64_t(m0) * ldc + n0;
-    if (rows_aligned && m0 + kBM <= rows && n0 + kPpBN <= c1) {
-      for (int i0 = tid; i0 < kAll; i0 += kThreadsStoring * kBatch) {
-        uint4 v[kBatch];
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int i = i0 + kThreadsStoring * u;
-          if (i < kAll) v[u] = LoadShared16(Chunk(base, i / kVecs, i % kVecs));
-        }
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int i = i0 + kThreadsStoring * u;
-          if (i < kAll) StoreGlobal16(tile + int64_t(i / kVecs) * ldc + 8 * (i % kVecs), v[u]);
-        }
-      }
-      return;
-    }
-    for (int i = tid; i < kAll; i += kThreadsStoring) {
-      const int row = i / kVecs, v = i % kVecs;
-      const int64_t m = m0 + row, n = n0 + 8 * v;
-      if (m >= rows || n >= c1) continue;
-      if (rows_aligned && n + 8 <= c1) StoreGlobal16(out + m * ldc + n, LoadShared16(Chunk(base, row, v)));
-      else StoreEdge(out + m * ldc + n, Chunk(base, row, v), int(c1 - n));
-    }
+    StoreStagedRows<kPpBN>([&](int row, int v) { return Chunk(base, row, v); }, out, ldc, t / tiles_n * kBM,
+                           c0 + t % tiles_n * kPpBN, rows, c1, int(threadIdx.x % 128) - 32, 96);
   }
 
   // Tile t's K loop, by its warpgroup: wait, multiply, free; the turn passes at the last step's wait.

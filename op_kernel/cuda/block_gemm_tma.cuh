@@ -59,6 +59,21 @@ __device__ __forceinline__ int KSteps(const uint64_t* seg, int nseg) {
   return steps;
 }
 
+// An MN-major stage (kBlocks 64-wide blocks of kBK lines, 8 KB each, contiguous from base, A's then B's) keeps
+// K in lines: zero lines [valid, kBK) with generic stores, this thread taking every stride-th 16-byte chunk
+// from tid, then a proxy fence so that wgmma and the next TMA write see them. The caller's barrier follows.
+template <int kBlocks>
+__device__ __forceinline__ void ZeroKLines(uint32_t base, int valid, int tid, int stride) {
+  const int lines = kBK - valid;
+  for (int i = tid; i < kBlocks * lines * 8; i += stride) {
+    const int blk = i / (lines * 8), line = valid + (i / 8) % lines, chunk = i % 8;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(base + blk * kBK * 128 + line * 128 + chunk * 16),
+                 "r"(0)
+                 : "memory");
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 template <class T, bool kAColMajor, bool kBColMajor>
 struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   using Base = BlockGemm<T, kAColMajor, kBColMajor>;
@@ -117,21 +132,11 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     }
   }
 
-  // MN-major tiles keep K in lines: zero lines [valid, kBK) of both operands of slot s with generic stores,
-  // this thread taking every stride-th 16-byte chunk from tid, then a proxy fence so that wgmma and the next
-  // TMA write see them. The caller's barrier follows.
+  // MN-major tiles keep K in lines: zero lines [valid, kBK) of both operands of slot s (ZeroKLines), this
+  // thread taking every stride-th 16-byte chunk from tid. The caller's barrier follows.
   __device__ void ZeroKTailChunks(int s, int valid, int tid, int stride) {
     static_assert(kAColMajor && !kBColMajor, "only MN-major A and B keep K in lines");
-    const uint32_t base = this->smem + s * kStageBytes;
-    constexpr int kBlocks = (kBM + kBN) / 64;  // A's then B's 64-wide blocks, contiguous, 8 KB each
-    const int lines = kBK - valid;
-    for (int i = tid; i < kBlocks * lines * 8; i += stride) {
-      const int blk = i / (lines * 8), line = valid + (i / 8) % lines, chunk = i % 8;
-      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(base + blk * kBK * 128 + line * 128 + chunk * 16),
-                   "r"(0)
-                   : "memory");
-    }
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    ZeroKLines<(kBM + kBN) / 64>(this->smem + s * kStageBytes, valid, tid, stride);
   }
   // Block-uniform; only the weight gradient needs it.
   __device__ void ZeroKTail(int s, int valid) {

@@ -48,6 +48,42 @@ __device__ __forceinline__ void StoreEdge(T* c, uint32_t src, int count) {
   }
 }
 
+// kBM staged rows of kCols 16-bit columns to c at (m0, n0) as 16-byte row vectors: `chunk(row, v)` is the
+// shared address of columns 8v..8v+7 of a staged row, and this thread takes every stride-th vector from tid.
+// A whole tile goes as kBatch loads, then their stores, a thread (a loop with edge checks kept one load in
+// flight; one H200: the weight-gradient unit alone 2-4% faster, Qwen3-235B-A22B fwd+bwd kernels 13.08/12.93 ->
+// 12.81/12.63 ms, Mixtrals and DeepSeek-V3 within the spread, docs/cuda.md); a ragged or unaligned edge element
+// by element (a local copy of the vector there cost every store).
+template <int kCols, class T, class Chunk>
+__device__ __forceinline__ void StoreStagedRows(Chunk&& chunk, T* c, int64_t ldc, int64_t m0, int64_t n0,
+                                                int64_t m_valid, int64_t n_valid, int tid, int stride) {
+  constexpr int kVecs = kCols / 8, kAll = kBM * kVecs, kBatch = 8;
+  const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
+  if (rows_aligned && m0 + kBM <= m_valid && n0 + kCols <= n_valid) {
+    for (int i0 = tid; i0 < kAll; i0 += stride * kBatch) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + stride * u;
+        if (i < kAll) v[u] = LoadShared16(chunk(i / kVecs, i % kVecs));
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = i0 + stride * u;
+        if (i < kAll) StoreGlobal16(c + (m0 + i / kVecs) * ldc + n0 + 8 * (i % kVecs), v[u]);
+      }
+    }
+    return;
+  }
+  for (int i = tid; i < kAll; i += stride) {
+    const int row = i / kVecs, v = i % kVecs;
+    const int64_t m = m0 + row, n = n0 + 8 * v;
+    if (m >= m_valid || n >= n_valid) continue;
+    if (rows_aligned && n + 8 <= n_valid) StoreGlobal16(c + m * ldc + n, LoadShared16(chunk(row, v)));
+    else StoreEdge(c + m * ldc + n, chunk(row, v), int(n_valid - n));
+  }
+}
+
 template <class T>
 struct Stored {
   const T* base;
@@ -296,45 +332,13 @@ struct BlockGemm {
       }
     }
   }
-  // The staged rows at `base` to c as 16-byte vectors (element by element at a ragged or unaligned edge);
-  // kCols staged columns per row, rows kCols * 2 + 16 bytes apart.
+  // The staged rows at `base` to c as 16-byte vectors (StoreStagedRows, the whole block); kCols staged columns
+  // per row, rows kCols * 2 + 16 bytes apart.
   template <int kCols = kBN>
   __device__ void StoreStaged(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
                               int64_t n_valid) {
-    constexpr int kVecs = kCols / 8;  // 16-byte vectors per row
-    const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
-    // A whole tile: kBatch loads, then their stores, a thread (the loop below, with its edge checks, kept one
-    // load in flight). One H200: the weight-gradient unit alone 2-4% faster, Qwen3-235B-A22B fwd+bwd kernels
-    // 13.08/12.93 -> 12.81/12.63 ms, Mixtrals and DeepSeek-V3 within the spread (docs/cuda.md).
-    if (rows_aligned && m0 + kBM <= m_valid && n0 + kCols <= n_valid) {
-      constexpr int kBatch = 8;
-      const int stride = int(blockDim.x);
-      for (int i0 = threadIdx.x; i0 < kBM * kVecs; i0 += stride * kBatch) {
-        uint4 v[kBatch];
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int i = i0 + stride * u;
-          if (i < kBM * kVecs) v[u] = LoadShared16(base + (i / kVecs) * (kCols * 2 + 16) + (i % kVecs) * 16);
-        }
-#pragma unroll
-        for (int u = 0; u < kBatch; ++u) {
-          const int i = i0 + stride * u;
-          if (i < kBM * kVecs) StoreGlobal16(c + (m0 + i / kVecs) * ldc + n0 + 8 * (i % kVecs), v[u]);
-        }
-      }
-      return;
-    }
-    for (int i = threadIdx.x; i < kBM * kVecs; i += blockDim.x) {
-      const int row = i / kVecs, v = i % kVecs;
-      const int64_t m = m0 + row, n = n0 + 8 * v;
-      if (m >= m_valid || n >= n_valid) continue;
-      const uint32_t src = base + row * (kCols * 2 + 16) + v * 16;
-      if (rows_aligned && n + 8 <= n_valid) {  // n is a multiple of 8 (n0 of 256, vectors of 8)
-        StoreGlobal16(c + m * ldc + n, LoadShared16(src));
-      } else {  // a ragged or unaligned edge, element by element: a local copy of the vector cost every store
-        StoreEdge(c + m * ldc + n, src, int(n_valid - n));
-      }
-    }
+    StoreStagedRows<kCols>([&](int row, int v) { return base + row * (kCols * 2 + 16) + v * 16; }, c, ldc, m0, n0,
+                           m_valid, n_valid, int(threadIdx.x), int(blockDim.x));
   }
 };
 
