@@ -326,13 +326,13 @@ std::string CudaGroup::BindWeights(RankState& s, uint32_t direction, const Launc
   return BindWeightGradMaps(s, direction, spec, binding);
 }
 
-// With HPMOE_WGRAD_CHAIN_TMA_STORE, weight gradients written in the model dtype to bound DW1/DW2 leave by TMA
-// stores (block_gemm_chain.cuh): their maps, in the weights' dtype (the heap's DW slots are fp32), encoded once
+// With HPMOE_WGRAD_CHAIN_TMA_STORE or HPMOE_WGRAD_PINGPONG, weight gradients written in the model dtype to bound
+// DW1/DW2 leave by TMA stores (block_gemm_chain.cuh, block_gemm_pingpong.cuh): their maps, in the weights' dtype (the heap's DW slots are fp32), encoded once
 // per address like the weights'. Other builds bind none.
 std::string CudaGroup::BindWeightGradMaps(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding) {
   LaunchBinding& b = *static_cast<LaunchBinding*>(binding);
   b.has_dw_maps = 0;
-#if HPMOE_GEMM_TMA && HPMOE_WGRAD_CHAIN && HPMOE_WGRAD_CHAIN_TMA_STORE
+#if HPMOE_GEMM_TMA && ((HPMOE_WGRAD_CHAIN && HPMOE_WGRAD_CHAIN_TMA_STORE) || HPMOE_WGRAD_PINGPONG)
   const uint32_t slots[2] = {ssc::kSlotDW1, ssc::kSlotDW2};
   if (direction != ssc::kBackward || spec.dw_mode != kDwModelDtype) return "";
   for (int w = 0; w < 2; ++w) {

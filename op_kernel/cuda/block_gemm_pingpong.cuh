@@ -4,9 +4,12 @@
 // both in the order of the unit's steps (tile by tile, each tile's steps the expert's rows of every slot in
 // order). The warpgroup that is not multiplying feeds the one that is: its warp 0 waits for each step to be
 // read and refills the slot with the step kStages later (the next tile's first steps among them, so they are
-// in flight before this tile ends), while its warps 1-3 store its last tile. The multiplying warpgroup only
-// waits, multiplies and frees: a thread of its own issuing the refills (a few hundred cycles a step) held up
-// every wgmma group of its warpgroup, and a 128 x 128 step is only about 500 cycles of tensor work.
+// in flight before this tile ends). The multiplying warpgroup only waits, multiplies and frees: a thread of its
+// own issuing the refills (a few hundred cycles a step) held up every wgmma group of its warpgroup, and a
+// 128 x 128 step is only about 500 cycles of tensor work. A finished tile leaves by four TMA stores from its
+// warpgroup's staging buffer where the launch bound dW maps and the tile lies whole in the unit; otherwise the
+// warpgroup's warps 1-3 store it while the other multiplies. Three warps' 16-byte stores took 5k cycles a 32 KB
+// tile, longer than the other warpgroup's K loop, and set the pace (unit alone: 0.075 -> 0.062 ms by TMA).
 //
 // Why: the default tile (128 x 256, both warpgroups on one tile) spends its fill and its store phase with the
 // tensor core idle; at Qwen3-235B-A22B experts a tile was 2.4k cycles of fill, 5.6k of math and 3.9k of
@@ -14,8 +17,8 @@
 // gradient tile writes nothing ran fwd+bwd 20-26% faster (docs/cuda.md, "Time between tasks").
 //
 // Each output element sums the same k16 products in the same K order as the default tile: bitwise the same.
-// Shared memory: the four slots (128 KB) and one staging buffer a warpgroup (32 KB, 16-byte chunks swizzled
-// by row), inside the default tile's 192 KB; the slots' barriers are the TMA tile's.
+// Shared memory: the four slots (128 KB) and one staging buffer a warpgroup (32 KB: four 64 x 64 boxes in the
+// 128-byte swizzle), inside the default tile's 192 KB; the slots' barriers are the TMA tile's.
 #pragma once
 
 #include "block_gemm_tma.cuh"
@@ -180,16 +183,36 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
   }
 
   __device__ uint32_t Staging(int wg) const { return this->smem + kPpStagingOffset + wg * kBM * kPpRowBytes; }
-  // The 16-byte chunk v of staged row `row` (swizzled by row % 8: a warp's 4-byte pieces of eight rows land in
-  // eight distinct chunks).
+  // The staged tile is four 64 x 64 boxes (8 KB each: rows 0-63 then 64-127, each as columns 0-63 then
+  // 64-127) in the 128-byte swizzle of the weight-gradient maps, so that a whole tile leaves as four TMA stores.
+  // The 16-byte chunk v of staged row `row`: a warp's 4-byte pieces of eight rows land in eight distinct chunks.
+  __device__ static uint32_t Box(uint32_t base, int box) { return base + box * (64 * 128); }
   __device__ static uint32_t Chunk(uint32_t base, int row, int v) {
-    return base + row * kPpRowBytes + ((v ^ (row % 8)) * 16);
+    return Box(base, (row / 64) * 2 + v / 8) + (row % 64) * 128 + (((v % 8) ^ (row % 8)) * 16);
+  }
+  // Tile t goes out by TMA stores (a dW map bound, the tile whole inside the unit); otherwise warps 1-3 store it.
+  __device__ bool ByTma(int t, const TmaOperand& store) const {
+    return store.map != nullptr && t / tiles_n * kBM + kBM <= rows && c0 + t % tiles_n * kPpBN + kPpBN <= c1;
+  }
+  // The warpgroup's thread that issues its TMA stores and waits for them (bulk groups are per thread).
+  __device__ static bool StoreIssuer() { return threadIdx.x % 128 == 32; }
+  // Tile t's four boxes from this warpgroup's staging buffer, by StoreIssuer; the buffer is read before the
+  // warpgroup stages its next tile (Stage waits for it).
+  __device__ void StoreByTma(int t, int wg, const TmaOperand& store) const {
+    const int32_t m0 = t / tiles_n * kBM, n0 = c0 + t % tiles_n * kPpBN;
+    for (int box = 0; box < 4; ++box)
+      asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(store.map),
+                   "r"(store.c0 + n0 + 64 * (box % 2)), "r"(store.r0 + m0 + 64 * (box / 2)), "r"(store.z),
+                   "r"(Box(Staging(wg), box))
+                   : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
   }
   // The tile's accumulators, rounded to T, into this warpgroup's staging buffer. Warpgroup-wide.
   __device__ void Stage(int wg) {
     const uint32_t base = Staging(wg);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, g = lane / 4, q = lane % 4;
-    WarpgroupBarrier(wg);  // the last tile's stores have read the buffer
+    if (StoreIssuer()) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+    WarpgroupBarrier(wg);  // the last tile's stores (threads' or TMA's) have read the buffer
     // m64nNk16 layout: warp w holds rows 16w + lane/4 (+8) of each half, n8 block j columns 8j + 2(lane%4).
 #pragma unroll
     for (int h = 0; h < 2; ++h)
@@ -202,6 +225,7 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
           const uint32_t lo = Bits16(FromF<T>(v[0])), hi = Bits16(FromF<T>(v[1]));
           asm volatile("st.shared.u32 [%0], %1;" ::"r"(Chunk(base, row, j) + 4 * q), "r"(lo | (hi << 16)) : "memory");
         }
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // written by threads, read by the TMA stores
     WarpgroupBarrier(wg);
   }
   // Tile t from this warpgroup's staging buffer to out as 16-byte row vectors (StoreStagedRows), by warps 1-3.
@@ -241,7 +265,8 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
 
   // The whole unit into out (the model dtype, row stride ldc): X^T (a, from column a.c0) times dY (b). Block-
   // wide; needs steps_per_tile > 0.
-  __device__ void Run(const TmaOperand& a, const TmaOperand& b, T* out, int64_t ldc) {
+  // store: the dW map (null: no TMA stores) and the unit's origin in it (column 0, its first row, its expert).
+  __device__ void Run(const TmaOperand& a, const TmaOperand& b, T* out, int64_t ldc, const TmaOperand& store) {
     const int wg = int(threadIdx.x / 128), warp = int(threadIdx.x / 32) % 4;
     const uint64_t unit_start = ProfileClock();
     __syncthreads();  // the previous task is done with shared memory
@@ -267,7 +292,7 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
         if (warp == 0) {
           if (t - 1 < tiles) Feed(t - 1, a, b);
           PpProfileAdd(kPpFeed, ProfileClock() - t0);
-        } else if (t >= 2) {
+        } else if (t >= 2 && !ByTma(t - 2, store)) {
           if (HPMOE_EXPERIMENT_DW != 1) Store(out, ldc, t - 2, wg);  // timing experiment 1: no stores
           PpProfileAdd(kPpStore, ProfileClock() - t0);
         }
@@ -278,9 +303,14 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
       PpProfileAdd(kPpTurn, ProfileClock() - t0);
       Multiply(t, wg);
       Stage(wg);
+      if (HPMOE_EXPERIMENT_DW != 1 && StoreIssuer() && ByTma(t, store)) StoreByTma(t, wg, store);
       PpProfileAdd(kPpTiles, 1);
     }
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by threads, refilled by the copy engine
+    if (StoreIssuer()) {  // the TMA stores are written (and ordered before the task's completion event)
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+    }
     __syncthreads();
     PpProfileAdd(kPpUnitCycles, ProfileClock() - unit_start);
     PpProfileAdd(kPpUnits, 1);

@@ -291,7 +291,10 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   if (d.dw_mode == kDwModelDtype) {  // written in T (not added to a buffer), few K steps: warpgroups in turns
     WeightGradPingPong<T> pp(smem, k_rows, int(d.cfg.ep), int32_t(wg), int32_t(c0), int32_t(c1));
     if (pp.steps_per_tile > 0 && pp.steps_per_tile <= kPpMaxSteps) {  // (no rows: zero tiles, below)
-      pp.Run(ta, tb, d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n));
+      // Whole tiles leave by TMA stores where the launch bound dW maps (BindWeightGradMaps).
+      const TmaOperand store{d.has_dw_maps ? &d.dw_maps[out.slot == ssc::kSlotDW2][0] : nullptr, 0, int32_t(b0),
+                             int32_t(e)};
+      pp.Run(ta, tb, d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), store);
       return 0;
     }
   }

@@ -1,7 +1,8 @@
 // GPU check of the ping-pong weight-gradient unit (op_kernel/cuda/block_gemm_pingpong.cuh), run by
 // tests/cuda/test_wgrad_pingpong.py: dW = X^T dY over K segments (an expert's rows per source slot, some empty,
 // ends not on 64-row steps), each block one unit (a 128-row slab of dW x a column block), against the default
-// tile (BlockGemmTma, 128 x 256, both warpgroups on one tile) bitwise and a float64 reference on the host.
+// tile (BlockGemmTma, 128 x 256, both warpgroups on one tile) bitwise and a float64 reference on the host, with
+// its whole tiles leaving by TMA stores (a dW map given) and with every tile stored by its warps (none).
 // Cases cover one K step a tile, odd tile counts, ragged rows and columns. A kernel still running after
 // 20 s is reported as a hang (exit 3), not waited for. Prints one line per case; exit 0 iff all pass.
 // --bench: the unit alone, one an SM, both tiles timed: Qwen3-235B-A22B's widths (256 and 250 rows an expert,
@@ -39,9 +40,9 @@ struct Unit {
 };
 
 template <bool kPingPong>
-__global__ void __launch_bounds__(kThreads, 1) UnitKernel(const void* map_x, const void* map_dy, T* dw, int32_t ldc,
-                                                          const uint64_t* segments, int nseg, Unit unit,
-                                                          int32_t h) {
+__global__ void __launch_bounds__(kThreads, 1) UnitKernel(const void* map_x, const void* map_dy, const void* map_dw,
+                                                          T* dw, int32_t ldc, const uint64_t* segments, int nseg,
+                                                          Unit unit, int32_t h) {
   extern __shared__ __align__(1024) uint8_t smem[];
   __shared__ uint64_t seg[2 * kMaxSegments];
   if (threadIdx.x < 2 * nseg) seg[threadIdx.x] = segments[threadIdx.x];
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(kThreads, 1) UnitKernel(const void* map_x, con
   T* out = dw + int64_t(b0) * ldc;
   if constexpr (kPingPong) {
     WeightGradPingPong<T> pp(smem, seg, nseg, rows, unit.c0, unit.c1);
-    pp.Run(a, b, out, ldc);
+    pp.Run(a, b, out, ldc, TmaOperand{map_dw, 0, b0, 0});
   } else {
     BlockGemmTma<T, true, false> g(smem);
     for (int32_t m0 = 0; m0 < rows; m0 += kBM)
@@ -83,16 +84,17 @@ bool Finish(const char* what) {
   }
 }
 
+// map_dw: dW's map for the ping-pong's TMA stores (null: its warps store every tile).
 template <bool kPingPong>
-bool Launch(const CUtensorMap* maps, T* dw, int32_t ldc, const uint64_t* segs, int nseg, Unit unit, int32_t h,
-            float* ms = nullptr) {
+bool Launch(const CUtensorMap* maps, const CUtensorMap* map_dw, T* dw, int32_t ldc, const uint64_t* segs, int nseg,
+            Unit unit, int32_t h, float* ms = nullptr) {
   auto kernel = UnitKernel<kPingPong>;
   const uint32_t bytes = kGemmTmaSmemBytes;
   if (!Ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)), "smem attribute"))
     return false;
   const int blocks = (h + unit.rows - 1) / unit.rows;
   const char* name = kPingPong ? "ping-pong unit kernel" : "default tile kernel";
-  kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], dw, ldc, segs, nseg, unit, h);
+  kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], map_dw, dw, ldc, segs, nseg, unit, h);
   if (!Ok(cudaGetLastError(), "launch") || !Finish(name)) return false;
   if (ms == nullptr) return true;
   cudaEvent_t e0, e1;
@@ -100,7 +102,8 @@ bool Launch(const CUtensorMap* maps, T* dw, int32_t ldc, const uint64_t* segs, i
   cudaEventCreate(&e1);
   constexpr int kReps = 20;
   cudaEventRecord(e0);
-  for (int i = 0; i < kReps; ++i) kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], dw, ldc, segs, nseg, unit, h);
+  for (int i = 0; i < kReps; ++i)
+    kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], map_dw, dw, ldc, segs, nseg, unit, h);
   cudaEventRecord(e1);
   if (!Finish(name) || !Ok(cudaEventSynchronize(e1), "timed launches")) return false;
   cudaEventElapsedTime(ms, e0, e1);
@@ -124,14 +127,14 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
   std::vector<T> x(size_t(k_rows) * c.h), dy(size_t(k_rows) * c.n);
   for (auto& v : x) v = __float2bfloat16(dist(rng));
   for (auto& v : dy) v = __float2bfloat16(dist(rng));
-  T *dx, *ddy, *dw_pp, *dw_ref;
+  T *dx, *ddy, *dw_pp, *dw_thr, *dw_ref;  // ping-pong with TMA stores, with its warps' stores; default tile
   uint64_t* dseg;
   CUtensorMap* dmaps;
   const size_t w_bytes = size_t(c.h) * c.n * sizeof(T);
   if (!Ok(cudaMalloc(&dx, x.size() * 2), "cudaMalloc") || !Ok(cudaMalloc(&ddy, dy.size() * 2), "cudaMalloc") ||
-      !Ok(cudaMalloc(&dw_pp, w_bytes), "cudaMalloc") || !Ok(cudaMalloc(&dw_ref, w_bytes), "cudaMalloc") ||
-      !Ok(cudaMalloc(&dseg, c.segments.size() * 8), "cudaMalloc") ||
-      !Ok(cudaMalloc(&dmaps, 2 * sizeof(CUtensorMap)), "cudaMalloc"))
+      !Ok(cudaMalloc(&dw_pp, w_bytes), "cudaMalloc") || !Ok(cudaMalloc(&dw_thr, w_bytes), "cudaMalloc") ||
+      !Ok(cudaMalloc(&dw_ref, w_bytes), "cudaMalloc") || !Ok(cudaMalloc(&dseg, c.segments.size() * 8), "cudaMalloc") ||
+      !Ok(cudaMalloc(&dmaps, 3 * sizeof(CUtensorMap)), "cudaMalloc"))
     return false;
   cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice);
   cudaMemcpy(ddy, dy.data(), dy.size() * 2, cudaMemcpyHostToDevice);
@@ -139,18 +142,21 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
   // 0x7f7f (3.4e38): an element the unit should write and did not fails the float64 check; one outside the
   // unit's columns must still hold it.
   cudaMemset(dw_pp, 0x7f, w_bytes);
+  cudaMemset(dw_thr, 0x7f, w_bytes);
   cudaMemset(dw_ref, 0x7f, w_bytes);
-  CUtensorMap maps[2];
+  CUtensorMap maps[3];
   std::memset(maps, 0, sizeof(maps));
   if (!tile_check::Map(encode, dx, k_rows, c.h, kBoxLines[kBoxRows64], &maps[0]) ||
-      !tile_check::Map(encode, ddy, k_rows, c.n, kBoxLines[kBoxRows64], &maps[1])) {
+      !tile_check::Map(encode, ddy, k_rows, c.n, kBoxLines[kBoxRows64], &maps[1]) ||
+      !tile_check::Map(encode, dw_pp, c.h, c.n, kBoxLines[kBoxRows64], &maps[2])) {
     std::printf("wgrad ping-pong: cuTensorMapEncodeTiled failed\n");
     return false;
   }
   cudaMemcpy(dmaps, maps, sizeof(maps), cudaMemcpyHostToDevice);
-  float pp_ms = 0, ref_ms = 0;
-  if (!Launch<false>(dmaps, dw_ref, c.n, dseg, nseg, c.unit, c.h, bench ? &ref_ms : nullptr) ||
-      !Launch<true>(dmaps, dw_pp, c.n, dseg, nseg, c.unit, c.h, bench ? &pp_ms : nullptr))
+  float pp_ms = 0, thr_ms = 0, ref_ms = 0;
+  if (!Launch<false>(dmaps, nullptr, dw_ref, c.n, dseg, nseg, c.unit, c.h, bench ? &ref_ms : nullptr) ||
+      !Launch<true>(dmaps, &dmaps[2], dw_pp, c.n, dseg, nseg, c.unit, c.h, bench ? &pp_ms : nullptr) ||
+      !Launch<true>(dmaps, nullptr, dw_thr, c.n, dseg, nseg, c.unit, c.h, bench ? &thr_ms : nullptr))
     return false;
   uint64_t k_total = 0;
   for (int s = 0; s < nseg; ++s) k_total += c.segments[2 * s + 1] - c.segments[2 * s];
@@ -160,13 +166,17 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
     cudaDeviceSynchronize();
 #endif
     const double flop = 2.0 * c.h * (c.unit.c1 - c.unit.c0) * double(k_total);
-    std::printf("wgrad ping-pong bench %s: default tile %.3f ms (%.0f TFLOP/s), ping-pong %.3f ms (%.0f TFLOP/s)\n",
-                c.name, ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9);
+    std::printf("wgrad ping-pong bench %s: default tile %.3f ms (%.0f TFLOP/s), ping-pong %.3f ms (%.0f TFLOP/s; "
+                "its warps storing: %.3f ms)\n",
+                c.name, ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9, thr_ms);
   }
-  std::vector<T> pp(size_t(c.h) * c.n), ref(size_t(c.h) * c.n);
+  std::vector<T> pp(size_t(c.h) * c.n), thr(size_t(c.h) * c.n), ref(size_t(c.h) * c.n);
   cudaMemcpy(pp.data(), dw_pp, w_bytes, cudaMemcpyDeviceToHost);
+  cudaMemcpy(thr.data(), dw_thr, w_bytes, cudaMemcpyDeviceToHost);
   cudaMemcpy(ref.data(), dw_ref, w_bytes, cudaMemcpyDeviceToHost);
-  const bool bitwise = std::memcmp(pp.data(), ref.data(), w_bytes) == 0;
+  // Both store paths bitwise the default tile (which also covers the outside columns of the warps' path).
+  const bool bitwise = std::memcmp(pp.data(), ref.data(), w_bytes) == 0 &&
+                       std::memcmp(thr.data(), ref.data(), w_bytes) == 0;
   // Against float64, relative to max(|ref|, sqrt(K)) (unit normals: |dW| ~ sqrt(K), so near-zero sums are
   // measured on that scale): the bf16 output's rounding is at most half an ulp, 2^-9 relative; fp32 sums of
   // K <= 1000 products add about K * 2^-24. Tolerance: one ulp, 2^-8. Outside [c0, c1): untouched bits.
@@ -195,6 +205,7 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
   cudaFree(dx);
   cudaFree(ddy);
   cudaFree(dw_pp);
+  cudaFree(dw_thr);
   cudaFree(dw_ref);
   cudaFree(dseg);
   cudaFree(dmaps);
