@@ -6,7 +6,9 @@
 // Cases cover one K step a tile, odd tile counts, ragged rows and columns. A kernel still running after
 // 20 s is reported as a hang (exit 3), not waited for. Prints one line per case; exit 0 iff all pass.
 // --bench: the unit alone, one an SM, both tiles timed: Qwen3-235B-A22B's widths (256 and 250 rows an expert,
-// whole widths), and 1024-column units at 64 to 2048 rows an expert.
+// whole widths), and 1024-column units at 64 to 2048 rows an expert. --bench-loaded: units on half the SMs, first
+// alone, then with a kernel streaming reads from DRAM through L2 on the other half (the op's other blocks, as far
+// as the memory system sees them): whether a unit's K loop slows with the traffic of other SMs.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -67,6 +69,19 @@ __global__ void __launch_bounds__(kThreads, 1) UnitKernel(const void* map_x, con
   }
 }
 
+// --bench-loaded's traffic: one block an SM (its shared memory keeps units off its SM), 16-byte loads streaming
+// through `buf` until *stop (host-mapped) is set, or after 5 s.
+__global__ void __launch_bounds__(256, 1) StreamReads(const int4* buf, size_t n, const volatile int* stop, int* sink) {
+  extern __shared__ int4 unused[];
+  const uint64_t t0 = clock64();
+  int acc = 0;
+  for (size_t pass = 0;; ++pass) {
+    for (size_t i = blockIdx.x * 256 + threadIdx.x; i < n; i += size_t(gridDim.x) * 256) acc ^= buf[i].x + buf[i].w;
+    if (*stop != 0 || clock64() - t0 > 10'000'000'000ull) break;
+  }
+  if (acc == 0x12345678) sink[0] = int(unused[0].x);  // keeps the loads
+}
+
 // Waits for the device, reporting a kernel that runs past 20 s as a hang (the process exits: the context
 // cannot be recovered from a kernel that never ends).
 bool Finish(const char* what) {
@@ -120,7 +135,17 @@ struct Case {
   std::vector<uint64_t> segments; // K ranges [s0, s1), ...: rows of X and dY
 };
 
-bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
+// Load: --bench-loaded's other half of the SMs (null: none).
+struct Load {
+  int blocks;
+  const int4* buf;
+  size_t n;
+  int* stop;  // host-mapped
+  int* sink;
+  cudaStream_t stream;
+};
+
+bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench, const Load* load = nullptr) {
   const int32_t k_rows = int32_t(*std::max_element(c.segments.begin(), c.segments.end())) + 64;  // rows past the
   const int nseg = int(c.segments.size() / 2);  // last segment: another expert's, never summed
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -154,10 +179,21 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
   }
   cudaMemcpy(dmaps, maps, sizeof(maps), cudaMemcpyHostToDevice);
   float pp_ms = 0, thr_ms = 0, ref_ms = 0;
-  if (!Launch<false>(dmaps, nullptr, dw_ref, c.n, dseg, nseg, c.unit, c.h, bench ? &ref_ms : nullptr) ||
+  if (load != nullptr) {  // the traffic first, so that it holds its SMs; stopped below
+    *load->stop = 0;
+    const uint32_t bytes = kGemmTmaSmemBytes;
+    cudaFuncSetAttribute(StreamReads, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+    StreamReads<<<load->blocks, 256, bytes, load->stream>>>(load->buf, load->n, load->stop, load->sink);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const bool failed = !Launch<false>(dmaps, nullptr, dw_ref, c.n, dseg, nseg, c.unit, c.h, bench ? &ref_ms : nullptr) ||
       !Launch<true>(dmaps, &dmaps[2], dw_pp, c.n, dseg, nseg, c.unit, c.h, bench ? &pp_ms : nullptr) ||
-      !Launch<true>(dmaps, nullptr, dw_thr, c.n, dseg, nseg, c.unit, c.h, bench ? &thr_ms : nullptr))
-    return false;
+      !Launch<true>(dmaps, nullptr, dw_thr, c.n, dseg, nseg, c.unit, c.h, bench ? &thr_ms : nullptr);
+  if (load != nullptr) {
+    *load->stop = 1;
+    if (!Ok(cudaStreamSynchronize(load->stream), "traffic kernel")) return false;
+  }
+  if (failed) return false;
   uint64_t k_total = 0;
   for (int s = 0; s < nseg; ++s) k_total += c.segments[2 * s + 1] - c.segments[2 * s];
   if (bench) {
@@ -166,9 +202,10 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
     cudaDeviceSynchronize();
 #endif
     const double flop = 2.0 * c.h * (c.unit.c1 - c.unit.c0) * double(k_total);
-    std::printf("wgrad ping-pong bench %s: default tile %.3f ms (%.0f TFLOP/s), ping-pong %.3f ms (%.0f TFLOP/s; "
+    std::printf("wgrad ping-pong bench %s%s: default tile %.3f ms (%.0f TFLOP/s), ping-pong %.3f ms (%.0f TFLOP/s; "
                 "its warps storing: %.3f ms)\n",
-                c.name, ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9, thr_ms);
+                c.name, load ? ", other SMs streaming reads" : "", ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9,
+                thr_ms);
   }
   std::vector<T> pp(size_t(c.h) * c.n), thr(size_t(c.h) * c.n), ref(size_t(c.h) * c.n);
   cudaMemcpy(pp.data(), dw_pp, w_bytes, cudaMemcpyDeviceToHost);
@@ -215,7 +252,8 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool bench = argc > 1 && std::strcmp(argv[1], "--bench") == 0;
+  const bool loaded = argc > 1 && std::strcmp(argv[1], "--bench-loaded") == 0;
+  const bool bench = loaded || (argc > 1 && std::strcmp(argv[1], "--bench") == 0);
   cudaDeviceProp prop{};
   EncodeTiled encode = nullptr;
   if (const int code = tile_check::Setup("wgrad ping-pong", &prop, &encode)) return code;
@@ -223,7 +261,7 @@ int main(int argc, char** argv) {
   std::vector<Case> cases;
   if (bench) {  // one unit (a 128-row slab) per SM: Qwen3-235B-A22B's DW1 widths (2I 3072 whole, 256 rows an
     // expert), Mixtral-8x22B's units (1024 columns, 1024 rows an expert)
-    const int32_t h = 128 * prop.multiProcessorCount;
+    const int32_t h = 128 * (loaded ? prop.multiProcessorCount / 2 : prop.multiProcessorCount);
     cases.push_back({"one unit an SM, 3072 columns whole, K 256", h, 3072, {128, 0, 3072}, {0, 256}});
     cases.push_back({"one unit an SM, 3072 columns whole, K 250", h, 3072, {128, 0, 3072}, {0, 250}});
     const char* names[] = {"one unit an SM, 1024 columns, K 64",  "one unit an SM, 1024 columns, K 128",
@@ -241,6 +279,19 @@ int main(int argc, char** argv) {
     cases.push_back({"one tile", 128, 128, {128, 0, 128}, {0, 700}});
   }
   bool ok = true;
+  if (loaded) {  // each case alone on half the SMs, then beside the traffic on the other half
+    Load load{prop.multiProcessorCount - prop.multiProcessorCount / 2, nullptr, size_t(1) << 26, nullptr, nullptr,
+              nullptr};  // 1 GiB of int4
+    int4* buf;
+    if (!Ok(cudaMalloc(&buf, load.n * sizeof(int4)), "cudaMalloc") || !Ok(cudaMalloc(&load.sink, 4), "cudaMalloc") ||
+        !Ok(cudaHostAlloc(&load.stop, 4, cudaHostAllocMapped), "cudaHostAlloc") ||
+        !Ok(cudaStreamCreateWithFlags(&load.stream, cudaStreamNonBlocking), "stream"))
+      return 1;
+    cudaMemset(buf, 1, load.n * sizeof(int4));
+    load.buf = buf;
+    for (const Case& c : {cases[0], cases[4]}) ok = Run(encode, rng, c, true) && Run(encode, rng, c, true, &load) && ok;
+    return ok ? 0 : 1;
+  }
   for (const Case& c : cases) ok = Run(encode, rng, c, bench) && ok;
   return ok ? 0 : 1;
 }
