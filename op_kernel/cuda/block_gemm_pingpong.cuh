@@ -270,14 +270,7 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
     const int wg = int(threadIdx.x / 128), warp = int(threadIdx.x / 32) % 4;
     const uint64_t unit_start = ProfileClock();
     __syncthreads();  // the previous task is done with shared memory
-    if (threadIdx.x == 0) {
-      for (int q = 0; q < kStages; ++q) {
-        MbarInit(this->Full(q), 1);
-        MbarInit(this->Empty(q), kEmptyArrivals);
-      }
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    }
+    if (threadIdx.x == 0) this->InitBarriers(kEmptyArrivals);
     __syncthreads();
     if (threadIdx.x == 0) {  // the first kStages steps; each later one is issued as the step before it in its slot is read
       PpIssuer p{a.map, b.map};

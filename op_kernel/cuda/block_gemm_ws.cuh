@@ -71,14 +71,7 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
   // roles' register budgets. Followed by Produce/Consume calls in the two roles, then End().
   __device__ void Begin() {
     __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int s = 0; s < kStages; ++s) {
-        MbarInit(this->Full(s), 1);
-        MbarInit(this->Empty(s), kWsConsumerWarps);
-      }
-      asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    }
+    if (threadIdx.x == 0) this->InitBarriers(kWsConsumerWarps);
     __syncthreads();
   }
   __device__ void End() { __syncthreads(); }

@@ -84,19 +84,12 @@ bool Launch(const CUtensorMap* maps, T* c, float* ms = nullptr) {
     return false;
   if (!Ok(cudaDeviceSynchronize(), kPaired ? "paired tile kernel" : "solo tile kernel")) return false;
   if (ms == nullptr) return true;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  constexpr int kReps = 20;
-  cudaEventRecord(e0);
-  for (int i = 0; i < kReps; ++i)
-    cudaLaunchKernelEx(&cfg, kernel, static_cast<const void*>(&maps[0]), static_cast<const void*>(&maps[1]),
-                       static_cast<const void*>(&maps[2]), c, M, N, K);
-  cudaEventRecord(e1);
-  if (!Ok(cudaEventSynchronize(e1), "timed launches")) return false;
-  cudaEventElapsedTime(ms, e0, e1);
-  *ms /= kReps;
-  return true;
+  return tile_check::TimeLaunches(
+      [&] {
+        cudaLaunchKernelEx(&cfg, kernel, static_cast<const void*>(&maps[0]), static_cast<const void*>(&maps[1]),
+                           static_cast<const void*>(&maps[2]), c, M, N, K);
+      },
+      [](const char*) { return true; }, ms);
 }
 
 float ToF(T v) { return __bfloat162float(v); }

@@ -32,6 +32,25 @@ inline bool Map(EncodeTiled encode, void* base, uint64_t rows, uint64_t cols, ui
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
+// Mean ms of kReps more calls of `launch` (CUDA events around them); `wait(what)` waits for the device the
+// check's way and reports a failure. False on a failure.
+template <class Launch, class Wait>
+bool TimeLaunches(Launch launch, Wait wait, float* ms) {
+  constexpr int kReps = 20;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0);
+  for (int i = 0; i < kReps; ++i) launch();
+  cudaEventRecord(e1);
+  const bool ok = wait("timed launches") && Ok(cudaEventSynchronize(e1), "timed launches");
+  if (ok) cudaEventElapsedTime(ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (ok) *ms /= kReps;
+  return ok;
+}
+
 // A Hopper GPU (device 0, its properties in *prop) and the driver's tensor-map encoder, or the exit code the
 // check returns without them (2: no such GPU, a skip; 1: the driver lacks the encoder), the reason printed.
 inline int Setup(const char* name, cudaDeviceProp* prop, EncodeTiled* encode) {

@@ -112,18 +112,9 @@ bool Launch(const CUtensorMap* maps, const CUtensorMap* map_dw, T* dw, int32_t l
   kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], map_dw, dw, ldc, segs, nseg, unit, h);
   if (!Ok(cudaGetLastError(), "launch") || !Finish(name)) return false;
   if (ms == nullptr) return true;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  constexpr int kReps = 20;
-  cudaEventRecord(e0);
-  for (int i = 0; i < kReps; ++i)
-    kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], map_dw, dw, ldc, segs, nseg, unit, h);
-  cudaEventRecord(e1);
-  if (!Finish(name) || !Ok(cudaEventSynchronize(e1), "timed launches")) return false;
-  cudaEventElapsedTime(ms, e0, e1);
-  *ms /= kReps;
-  return true;
+  return tile_check::TimeLaunches(
+      [&] { kernel<<<blocks, kThreads, bytes>>>(&maps[0], &maps[1], map_dw, dw, ldc, segs, nseg, unit, h); },
+      [&](const char*) { return Finish(name); }, ms);
 }
 
 float ToF(T v) { return __bfloat162float(v); }
