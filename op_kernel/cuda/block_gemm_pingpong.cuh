@@ -248,7 +248,11 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
         MbarWait(this->Full(q), (g / kStages) & 1);
         const uint64_t t1 = ProfileClock();
         if (g == last && t + 1 < tiles) PassTurn(wg);
-        if (end - k < kBK) ZeroKTail(q, end - k, wg);
+        if (end - k < kBK && HPMOE_EXPERIMENT_DW != 6) {  // timing experiment 6: tails not zeroed
+          const uint64_t z0 = ProfileClock();
+          ZeroKTail(q, end - k, wg);
+          PpProfileAdd(kPpTail, ProfileClock() - z0);
+        }
         IssueStep(q);
         asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step g - 1's group is done
         const uint64_t t2 = ProfileClock();

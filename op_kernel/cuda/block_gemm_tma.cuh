@@ -60,17 +60,20 @@ __device__ __forceinline__ int KSteps(const uint64_t* seg, int nseg) {
 }
 
 // An MN-major stage (kBlocks 64-wide blocks of kBK lines, 8 KB each, contiguous from base, A's then B's) keeps
-// K in lines: zero lines [valid, kBK) with generic stores, this thread taking every stride-th 16-byte chunk
-// from tid, then a proxy fence so that wgmma and the next TMA write see them. The caller's barrier follows.
+// K in lines: zero lines [valid, kBK) with generic stores, then a proxy fence so that wgmma and the next TMA
+// write see them. The caller's barrier follows. Thread tid of `threads` (a multiple of 8) takes 16-byte chunk
+// tid % 8 of every (threads / 8)-th line: a warp writes four whole lines, and no index is divided by the
+// runtime line count. The first version divided twice per chunk; its dependent integer divisions cost a
+// ping-pong tile about 1.4k cycles in the op, where almost every tile ends in a tail (session 23).
 template <int kBlocks>
-__device__ __forceinline__ void ZeroKLines(uint32_t base, int valid, int tid, int stride) {
-  const int lines = kBK - valid;
-  for (int i = tid; i < kBlocks * lines * 8; i += stride) {
-    const int blk = i / (lines * 8), line = valid + (i / 8) % lines, chunk = i % 8;
-    asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(base + blk * kBK * 128 + line * 128 + chunk * 16),
-                 "r"(0)
-                 : "memory");
-  }
+__device__ __forceinline__ void ZeroKLines(uint32_t base, int valid, int tid, int threads) {
+  const uint32_t chunk = base + uint32_t(tid % 8) * 16;
+  const int first = valid + tid / 8, step = threads / 8;
+#pragma unroll
+  for (int blk = 0; blk < kBlocks; ++blk)
+    for (int line = first; line < kBK; line += step)
+      asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(chunk + blk * kBK * 128 + line * 128), "r"(0)
+                   : "memory");
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
@@ -133,10 +136,10 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   }
 
   // MN-major tiles keep K in lines: zero lines [valid, kBK) of both operands of slot s (ZeroKLines), this
-  // thread taking every stride-th 16-byte chunk from tid. The caller's barrier follows.
-  __device__ void ZeroKTailChunks(int s, int valid, int tid, int stride) {
+  // thread tid of `threads` (a multiple of 8). The caller's barrier follows.
+  __device__ void ZeroKTailChunks(int s, int valid, int tid, int threads) {
     static_assert(kAColMajor && !kBColMajor, "only MN-major A and B keep K in lines");
-    ZeroKLines<(kBM + kBN) / 64>(this->smem + s * kStageBytes, valid, tid, stride);
+    ZeroKLines<(kBM + kBN) / 64>(this->smem + s * kStageBytes, valid, tid, threads);
   }
   // Block-uniform; only the weight gradient needs it.
   __device__ void ZeroKTail(int s, int valid) {

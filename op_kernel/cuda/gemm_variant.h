@@ -67,7 +67,8 @@
 #ifndef HPMOE_EXPERIMENT_DW
 // Timing-only builds of the weight-gradient tile (wrong results by design; docs/cuda.md, "What the backward
 // waits on"): 1 no epilogue, 2 no operand feed after the first stages, 3 no wgmma,
-// 4 one X^T slab per expert for every unit, 5 one dY column slab for every tile.
+// 4 one X^T slab per expert for every unit, 5 one dY column slab for every tile, 6 the ping-pong's K tails not
+// zeroed (session 23: units 198k -> 165k cycles in the op, which found ZeroKLines' divisions).
 #define HPMOE_EXPERIMENT_DW 0
 #endif
 #ifndef HPMOE_EXPERIMENT_SKIP

@@ -55,9 +55,11 @@ constexpr uint32_t kWaitProfileOps = 16;  // op ids beyond count under the last
 
 // The ping-pong weight-gradient unit (block_gemm_pingpong.cuh), per warpgroup (its thread 0; the store: its
 // thread 32): a multiplying warpgroup's steps (waiting for the operands, issue to the step before done, freeing
-// the slot), the other's feeding and storing a tile, waiting for its turn; units and their cycles (warpgroup 0).
+// the slot; of that, zeroing a K tail), the other's feeding and storing a tile, waiting for its turn; units and
+// their cycles (warpgroup 0).
 enum PpPhase {
-  kPpTurn, kPpFull, kPpMma, kPpFree, kPpFeed, kPpStore, kPpSteps, kPpTiles, kPpUnits, kPpUnitCycles, kPpPhaseCount
+  kPpTurn, kPpFull, kPpMma, kPpFree, kPpTail, kPpFeed, kPpStore, kPpSteps, kPpTiles, kPpUnits, kPpUnitCycles,
+  kPpPhaseCount
 };
 
 #if HPMOE_EXPERIMENT_PROFILE
@@ -161,9 +163,10 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
     const double steps = double(p[kPpSteps] ? p[kPpSteps] : 1), tiles = double(p[kPpTiles] ? p[kPpTiles] : 1);
     if (p[kPpTiles] > 0)
       printf("ping-pong profile %s warpgroup %d: tiles %llu, K steps/tile %.1f; cycles/step: operands %.0f, to the "
-             "step before %.0f, free %.0f; cycles/tile: feeding %.0f, store %.0f, turn %.0f\n",
+             "step before %.0f (K tails' zeroing %.0f), free %.0f; cycles/tile: feeding %.0f, store %.0f, turn %.0f\n",
              direction ? "bwd" : "fwd", w, p[kPpTiles], double(p[kPpSteps]) / tiles, p[kPpFull] / steps,
-             p[kPpMma] / steps, p[kPpFree] / steps, p[kPpFeed] / tiles, p[kPpStore] / tiles, p[kPpTurn] / tiles);
+             p[kPpMma] / steps, p[kPpTail] / steps, p[kPpFree] / steps, p[kPpFeed] / tiles, p[kPpStore] / tiles,
+             p[kPpTurn] / tiles);
     if (w == 0 && p[kPpUnits] > 0)
       printf("ping-pong profile %s: units %llu, %.0f cycles each, %.1f%% of the blocks' cycles\n",
              direction ? "bwd" : "fwd", p[kPpUnits], double(p[kPpUnitCycles]) / double(p[kPpUnits]),

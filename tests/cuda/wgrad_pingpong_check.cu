@@ -8,7 +8,9 @@
 // --bench: the unit alone, one an SM, both tiles timed: Qwen3-235B-A22B's widths (256 and 250 rows an expert,
 // whole widths), and 1024-column units at 64 to 2048 rows an expert. --bench-loaded: units on half the SMs, first
 // alone, then with a kernel streaming reads from DRAM through L2 on the other half (the op's other blocks, as far
-// as the memory system sees them): whether a unit's K loop slows with the traffic of other SMs.
+// as the memory system sees them): whether a unit's K loop slows with the traffic of other SMs. --bench-tensor:
+// the same, the other half running wgmma on operands already in shared memory (no memory traffic): whether the
+// unit's K loop slows with other SMs' tensor work alone.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -82,6 +84,40 @@ __global__ void __launch_bounds__(256, 1) StreamReads(const int4* buf, size_t n,
   if (acc == 0x12345678) sink[0] = int(unused[0].x);  // keeps the loads
 }
 
+// --bench-tensor's load: one block an SM, both warpgroups multiplying random operands that stay in shared
+// memory (the ping-pong's m64n128k16 on one 32 KB slot), until *stop or after 5 s; no global traffic.
+__global__ void __launch_bounds__(kThreads, 1) TensorSpin(const int4* init, const volatile int* stop, int* sink) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  int4* s = reinterpret_cast<int4*>(smem);
+  for (int i = threadIdx.x; i < int(kPpStageBytes / 16); i += kThreads) s[i] = init[i];
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // written by threads, read by wgmma
+  __syncthreads();
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), sb = sa + kBM * kBK * 2;
+  float d[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  const uint64_t t0 = clock64();
+  for (uint32_t round = 0;; ++round) {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      const uint64_t db = Desc(sb + kk * 128, kMnLbo, kMnSbo);
+      WeightGradPingPong<T>::Mma128(d, Desc(sa + kk * 128, kMnLbo, kMnSbo), db);
+      WeightGradPingPong<T>::Mma128(d + 64, Desc(sa + kBK * 128 + kk * 128, kMnLbo, kMnSbo), db);
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+    // One decision for the block: wgmma is warpgroup-collective, so no warp may leave alone.
+    if ((round & 255) == 0 && __syncthreads_or(threadIdx.x == 0 && (*stop != 0 || clock64() - t0 > 10'000'000'000ull)))
+      break;
+  }
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  float acc = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc += d[i];
+  if (acc == 1.2345f) sink[0] = 1;  // keeps the products
+}
+
 // Waits for the device, reporting a kernel that runs past 20 s as a hang (the process exits: the context
 // cannot be recovered from a kernel that never ends).
 bool Finish(const char* what) {
@@ -128,6 +164,7 @@ struct Case {
 
 // Load: --bench-loaded's other half of the SMs (null: none).
 struct Load {
+  bool tensor;  // TensorSpin (buf: its operands) instead of StreamReads
   int blocks;
   const int4* buf;
   size_t n;
@@ -173,8 +210,13 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench, const
   if (load != nullptr) {  // the traffic first, so that it holds its SMs; stopped below
     *load->stop = 0;
     const uint32_t bytes = kGemmTmaSmemBytes;
-    cudaFuncSetAttribute(StreamReads, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
-    StreamReads<<<load->blocks, 256, bytes, load->stream>>>(load->buf, load->n, load->stop, load->sink);
+    if (load->tensor) {
+      cudaFuncSetAttribute(TensorSpin, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+      TensorSpin<<<load->blocks, kThreads, bytes, load->stream>>>(load->buf, load->stop, load->sink);
+    } else {
+      cudaFuncSetAttribute(StreamReads, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes));
+      StreamReads<<<load->blocks, 256, bytes, load->stream>>>(load->buf, load->n, load->stop, load->sink);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   const bool failed = !Launch<false>(dmaps, nullptr, dw_ref, c.n, dseg, nseg, c.unit, c.h, bench ? &ref_ms : nullptr) ||
@@ -195,7 +237,7 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench, const
     const double flop = 2.0 * c.h * (c.unit.c1 - c.unit.c0) * double(k_total);
     std::printf("wgrad ping-pong bench %s%s: default tile %.3f ms (%.0f TFLOP/s), ping-pong %.3f ms (%.0f TFLOP/s; "
                 "its warps storing: %.3f ms)\n",
-                c.name, load ? ", other SMs streaming reads" : "", ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9,
+                c.name, load ? (load->tensor ? ", other SMs multiplying" : ", other SMs streaming reads") : "", ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9,
                 thr_ms);
   }
   std::vector<T> pp(size_t(c.h) * c.n), thr(size_t(c.h) * c.n), ref(size_t(c.h) * c.n);
@@ -243,7 +285,8 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench, const
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool loaded = argc > 1 && std::strcmp(argv[1], "--bench-loaded") == 0;
+  const bool tensor = argc > 1 && std::strcmp(argv[1], "--bench-tensor") == 0;
+  const bool loaded = tensor || (argc > 1 && std::strcmp(argv[1], "--bench-loaded") == 0);
   const bool bench = loaded || (argc > 1 && std::strcmp(argv[1], "--bench") == 0);
   cudaDeviceProp prop{};
   EncodeTiled encode = nullptr;
@@ -271,14 +314,20 @@ int main(int argc, char** argv) {
   }
   bool ok = true;
   if (loaded) {  // each case alone on half the SMs, then beside the traffic on the other half
-    Load load{prop.multiProcessorCount - prop.multiProcessorCount / 2, nullptr, size_t(1) << 26, nullptr, nullptr,
-              nullptr};  // 1 GiB of int4
+    Load load{tensor, prop.multiProcessorCount - prop.multiProcessorCount / 2, nullptr, size_t(1) << 26, nullptr,
+              nullptr, nullptr};  // 1 GiB of int4
     int4* buf;
     if (!Ok(cudaMalloc(&buf, load.n * sizeof(int4)), "cudaMalloc") || !Ok(cudaMalloc(&load.sink, 4), "cudaMalloc") ||
         !Ok(cudaHostAlloc(&load.stop, 4, cudaHostAllocMapped), "cudaHostAlloc") ||
         !Ok(cudaStreamCreateWithFlags(&load.stream, cudaStreamNonBlocking), "stream"))
       return 1;
     cudaMemset(buf, 1, load.n * sizeof(int4));
+    if (tensor) {  // TensorSpin's operands: random bf16, so that the products toggle as the unit's do
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      std::vector<T> v(kPpStageBytes / 2);
+      for (auto& e : v) e = __float2bfloat16(dist(rng));
+      cudaMemcpy(buf, v.data(), kPpStageBytes, cudaMemcpyHostToDevice);
+    }
     load.buf = buf;
     for (const Case& c : {cases[0], cases[4]}) ok = Run(encode, rng, c, true) && Run(encode, rng, c, true, &load) && ok;
     return ok ? 0 : 1;
