@@ -65,17 +65,21 @@ __device__ __forceinline__ int KSteps(const uint64_t* seg, int nseg) {
 // tid % 8 of every (threads / 8)-th line: a warp writes four whole lines, and no index is divided by the
 // runtime line count. The first version divided twice per chunk; its dependent integer divisions cost a
 // ping-pong tile about 1.4k cycles in the op, where almost every tile ends in a tail (session 23).
+// Lines from `end` on are left alone: a tail step that multiplies only its first k16 groups never reads them.
 template <int kBlocks>
-__device__ __forceinline__ void ZeroKLines(uint32_t base, int valid, int tid, int threads) {
+__device__ __forceinline__ void ZeroKLines(uint32_t base, int valid, int end, int tid, int threads) {
   const uint32_t chunk = base + uint32_t(tid % 8) * 16;
   const int first = valid + tid / 8, step = threads / 8;
 #pragma unroll
   for (int blk = 0; blk < kBlocks; ++blk)
-    for (int line = first; line < kBK; line += step)
+    for (int line = first; line < end; line += step)
       asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(chunk + blk * kBK * 128 + line * 128), "r"(0)
                    : "memory");
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
+// The end of the lines a K tail of `valid` lines must zero when its step multiplies only the k16 groups that
+// hold them (BlockGemm::IssueStageTail): the last group's lines past `valid`. None when valid is a multiple of 16.
+__device__ __forceinline__ int KTailZeroEnd(int valid) { return (valid + 15) / 16 * 16; }
 
 template <class T, bool kAColMajor, bool kBColMajor>
 struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
@@ -135,15 +139,15 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     }
   }
 
-  // MN-major tiles keep K in lines: zero lines [valid, kBK) of both operands of slot s (ZeroKLines), this
+  // MN-major tiles keep K in lines: zero lines [valid, end) of both operands of slot s (ZeroKLines), this
   // thread tid of `threads` (a multiple of 8). The caller's barrier follows.
-  __device__ void ZeroKTailChunks(int s, int valid, int tid, int threads) {
+  __device__ void ZeroKTailChunks(int s, int valid, int tid, int threads, int end = kBK) {
     static_assert(kAColMajor && !kBColMajor, "only MN-major A and B keep K in lines");
-    ZeroKLines<(kBM + kBN) / 64>(this->smem + s * kStageBytes, valid, tid, threads);
+    ZeroKLines<(kBM + kBN) / 64>(this->smem + s * kStageBytes, valid, end, tid, threads);
   }
   // Block-uniform; only the weight gradient needs it.
-  __device__ void ZeroKTail(int s, int valid) {
-    ZeroKTailChunks(s, valid, threadIdx.x, blockDim.x);
+  __device__ void ZeroKTail(int s, int valid, int end = kBK) {
+    ZeroKTailChunks(s, valid, threadIdx.x, blockDim.x, end);
     __syncthreads();
   }
 
@@ -176,11 +180,14 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       const int s = kt % kStages;
       if (!kNoFeed || kt < kStages) MbarWait(Full(s), (kt / kStages) & 1);
       if (HPMOE_EXPERIMENT_PROFILE && kt == 0) t_first = ProfileClock();
-      if constexpr (kAColMajor && !kBColMajor) {
+      bool tail = false;
+      if constexpr (kAColMajor && !kBColMajor) {  // the weight gradient's K tail: its k16 groups only
         const int valid = k1 - (k0 + kt * kBK);
-        if (valid < kBK) ZeroKTail(s, valid);
+        tail = valid < kBK;
+        if (tail && valid < KTailZeroEnd(valid)) ZeroKTail(s, valid, KTailZeroEnd(valid));
+        if (tail && !kNoMma) this->IssueStageTail(s, valid);
       }
-      if (!kNoMma) this->IssueStage(s);
+      if (!tail && !kNoMma) this->IssueStage(s);
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step kt - 1's group is done
       if (kt == 0) continue;
       const int prev = (kt - 1) % kStages;

@@ -174,11 +174,25 @@ struct BlockGemm {
   // Issues the four k16 wgmmas of stage s as one group for the rows of warpgroup wg (64 each); the caller
   // decides when to wait for it.
   __device__ void IssueStage(int s) { IssueStageRows(s, threadIdx.x / 128); }
-  __device__ void IssueStageRows(int s, int wg) {
+  __device__ void IssueStageRows(int s, int wg) { IssueStageRowsK<kBK / 16>(s, wg); }
+  // A K tail of `valid` lines (MN-major operands): only the k16 groups that hold them. The lines past them are
+  // never read, so only the last group's own lines past `valid` need zeros (KTailZeroEnd). Each count is its
+  // own unrolled group: wgmma behind a runtime bound inside one group would not stay one straight sequence.
+  __device__ void IssueStageTail(int s, int valid) {
+    const int wg = threadIdx.x / 128;
+    switch ((valid + 15) / 16) {
+      case 1: IssueStageRowsK<1>(s, wg); break;
+      case 2: IssueStageRowsK<2>(s, wg); break;
+      case 3: IssueStageRowsK<3>(s, wg); break;
+      default: IssueStageRowsK<kBK / 16>(s, wg);
+    }
+  }
+  template <int kGroups>
+  __device__ void IssueStageRowsK(int s, int wg) {
     const uint32_t sa = smem + s * kStageBytes, sb = sa + kATileBytes;
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-    for (int kk = 0; kk < kBK; kk += 16) {
+    for (int kk = 0; kk < kGroups * 16; kk += 16) {
       // K-major: 8-line groups 1 KB apart (SBO), K advances 32 bytes inside the line.
       // MN-major: 64-wide M/N blocks ROWS*128 bytes apart (LBO), 8-K-line groups 1 KB apart (SBO), K advances
       // 16 lines.

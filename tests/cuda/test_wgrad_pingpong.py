@@ -15,7 +15,7 @@ from hpmoe.cuda.native import gpu_count, gpu_unavailable_reason
 ROOT = Path(__file__).resolve().parents[2]
 CHECK = Path(os.environ.get("HPMOE_BUILD_DIR", ROOT / "build")) / "op_host/cuda/hpmoe_wgrad_pingpong_check"
 CASES = ("3 slots (one empty), ragged K, 8 tiles", "one K step a tile", "3 steps, 7 tiles, ragged rows and columns",
-         "one tile")
+         "K tails of whole k16 groups", "one tile")
 
 
 @pytest.mark.skipif(gpu_count() == 0, reason=gpu_unavailable_reason() or "no GPU")

@@ -3,8 +3,9 @@
 // ends not on 64-row steps), each block one unit (a 128-row slab of dW x a column block), against the default
 // tile (BlockGemmTma, 128 x 256, both warpgroups on one tile) bitwise and a float64 reference on the host, with
 // its whole tiles leaving by TMA stores (a dW map given) and with every tile stored by its warps (none).
-// Cases cover one K step a tile, odd tile counts, ragged rows and columns. A kernel still running after
-// 20 s is reported as a hang (exit 3), not waited for. Prints one line per case; exit 0 iff all pass.
+// Cases cover one K step a tile, odd tile counts, ragged rows and columns, tails of whole k16 groups. A kernel
+// still running after 20 s is reported as a hang (exit 3), not waited for. Prints one line per case; exit 0
+// iff all pass.
 // --bench: the unit alone, one an SM, both tiles timed: Qwen3-235B-A22B's widths (256 and 250 rows an expert,
 // whole widths), and 1024-column units at 64 to 2048 rows an expert. --bench-loaded: units on half the SMs, first
 // alone, then with a kernel streaming reads from DRAM through L2 on the other half (the op's other blocks, as far
@@ -235,10 +236,11 @@ bool Run(EncodeTiled encode, std::mt19937& rng, const Case& c, bool bench, const
     cudaDeviceSynchronize();
 #endif
     const double flop = 2.0 * c.h * (c.unit.c1 - c.unit.c0) * double(k_total);
+    const char* beside =
+        load == nullptr ? "" : load->tensor ? ", other SMs multiplying" : ", other SMs streaming reads";
     std::printf("wgrad ping-pong bench %s%s: default tile %.3f ms (%.0f TFLOP/s), ping-pong %.3f ms (%.0f TFLOP/s; "
                 "its warps storing: %.3f ms)\n",
-                c.name, load ? (load->tensor ? ", other SMs multiplying" : ", other SMs streaming reads") : "", ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9,
-                thr_ms);
+                c.name, beside, ref_ms, flop / ref_ms / 1e9, pp_ms, flop / pp_ms / 1e9, thr_ms);
   }
   std::vector<T> pp(size_t(c.h) * c.n), thr(size_t(c.h) * c.n), ref(size_t(c.h) * c.n);
   cudaMemcpy(pp.data(), dw_pp, w_bytes, cudaMemcpyDeviceToHost);
@@ -309,6 +311,8 @@ int main(int argc, char** argv) {
     cases.push_back({"one K step a tile", 256, 1024, {128, 0, 1024}, {0, 40}});
     // Three steps a tile, odd tile count (7), ragged last tile, rows not a multiple of 128 (200: 128 + 72).
     cases.push_back({"3 steps, 7 tiles, ragged rows and columns", 200, 1000, {128, 128, 1000}, {5, 60, 100, 150, 180, 230}});
+    // Tails of whole k16 groups (48 and 16 lines): fewer wgmmas and no zeroed lines.
+    cases.push_back({"K tails of whole k16 groups", 256, 512, {128, 0, 512}, {0, 112, 112, 192}});
     // A single tile: the second warpgroup has none.
     cases.push_back({"one tile", 128, 128, {128, 0, 128}, {0, 700}});
   }
