@@ -16,7 +16,9 @@
 // store, and the store phase is the SM's write path (benchmarks/cuda_store_rate.cu). A build whose weight-
 // gradient tile writes nothing ran fwd+bwd 20-26% faster (docs/cuda.md, "Time between tasks").
 //
-// Each output element sums the same k16 products in the same K order as the default tile: bitwise the same.
+// Each output element sums the same k16 products in the same K order as the default tile: bitwise the same. (In a
+// K tail the ping-pong also adds the zero products of the groups past the tail, which the default tile skips;
+// that could change only the sign of an exactly-zero sum, IEEE -0 + +0 = +0, and was never seen.)
 // Shared memory: the four slots (128 KB) and one staging buffer a warpgroup (32 KB: four 64 x 64 boxes in the
 // 128-byte swizzle), inside the default tile's 192 KB; the slots' barriers are the TMA tile's.
 #pragma once

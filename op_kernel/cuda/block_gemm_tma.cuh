@@ -60,12 +60,12 @@ __device__ __forceinline__ int KSteps(const uint64_t* seg, int nseg) {
 }
 
 // An MN-major stage (kBlocks 64-wide blocks of kBK lines, 8 KB each, contiguous from base, A's then B's) keeps
-// K in lines: zero lines [valid, kBK) with generic stores, then a proxy fence so that wgmma and the next TMA
+// K in lines: zero lines [valid, end) with generic stores, then a proxy fence so that wgmma and the next TMA
 // write see them. The caller's barrier follows. Thread tid of `threads` (a multiple of 8) takes 16-byte chunk
 // tid % 8 of every (threads / 8)-th line: a warp writes four whole lines, and no index is divided by the
 // runtime line count. The first version divided twice per chunk; its dependent integer divisions cost a
 // ping-pong tile about 1.4k cycles in the op, where almost every tile ends in a tail (session 23).
-// Lines from `end` on are left alone: a tail step that multiplies only its first k16 groups never reads them.
+// end < kBK: a tail step that multiplies only its first k16 groups never reads the lines past them.
 template <int kBlocks>
 __device__ __forceinline__ void ZeroKLines(uint32_t base, int valid, int end, int tid, int threads) {
   const uint32_t chunk = base + uint32_t(tid % 8) * 16;
