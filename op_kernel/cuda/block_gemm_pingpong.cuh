@@ -124,9 +124,9 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
     for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, p.map_a, bar, p.ma + 64 * j, p.k, 0);
     for (int j = 0; j < kPpBN / 64; ++j) TmaLoad(sb + j * kBK * 128, p.map_b, bar, p.n0 + 64 * j, p.k, 0);
   }
-  // Lines [valid, end) of slot q zeroed by warpgroup wg (the segment's K end is inside both tensors).
-  __device__ void ZeroKTail(int q, int valid, int end, int wg) {
-    ZeroKLines<(kBM + kPpBN) / 64>(Slot(q), valid, end, int(threadIdx.x % 128), 128);
+  // Lines [valid, kBK) of slot q zeroed by warpgroup wg (the segment's K end is inside both tensors).
+  __device__ void ZeroKTail(int q, int valid, int wg) {
+    ZeroKLines<(kBM + kPpBN) / 64>(Slot(q), valid, kBK, int(threadIdx.x % 128), 128);
     WarpgroupBarrier(wg);
   }
 
@@ -255,7 +255,7 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
         // 1296 bytes: fwd+bwd 2-7% slower than the default build (session 23). Experiment 6: tails not zeroed.
         if (end - k < kBK && HPMOE_EXPERIMENT_DW != 6) {
           const uint64_t z0 = ProfileClock();
-          ZeroKTail(q, end - k, kBK, wg);
+          ZeroKTail(q, end - k, wg);
           PpProfileAdd(kPpTail, ProfileClock() - z0);
         }
         IssueStep(q);

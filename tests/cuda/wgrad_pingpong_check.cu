@@ -85,28 +85,20 @@ __global__ void __launch_bounds__(256, 1) StreamReads(const int4* buf, size_t n,
   if (acc == 0x12345678) sink[0] = int(unused[0].x);  // keeps the loads
 }
 
-// --bench-tensor's load: one block an SM, both warpgroups multiplying random operands that stay in shared
-// memory (the ping-pong's m64n128k16 on one 32 KB slot), until *stop or after 5 s; no global traffic.
+// --bench-tensor's load: one block an SM, both warpgroups running the unit's own step (IssueStep: two
+// m64n128k16 a k16 on one 32 KB slot) on random operands that stay in shared memory, until *stop or after 5 s;
+// no global traffic.
 __global__ void __launch_bounds__(kThreads, 1) TensorSpin(const int4* init, const volatile int* stop, int* sink) {
   extern __shared__ __align__(1024) uint8_t smem[];
-  int4* s = reinterpret_cast<int4*>(smem);
-  for (int i = threadIdx.x; i < int(kPpStageBytes / 16); i += kThreads) s[i] = init[i];
+  WeightGradPingPong<T> pp(smem, nullptr, 0, kBM, 0, kPpBN);  // no segments: only its slots and its step
+  int4* slot = reinterpret_cast<int4*>(smem + (pp.Slot(0) - static_cast<uint32_t>(__cvta_generic_to_shared(smem))));
+  for (int i = threadIdx.x; i < int(kPpStageBytes / 16); i += kThreads) slot[i] = init[i];
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // written by threads, read by wgmma
   __syncthreads();
-  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem)), sb = sa + kBM * kBK * 2;
-  float d[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+  pp.Zero();
   const uint64_t t0 = clock64();
   for (uint32_t round = 0;; ++round) {
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-    for (int kk = 0; kk < kBK; kk += 16) {
-      const uint64_t db = Desc(sb + kk * 128, kMnLbo, kMnSbo);
-      WeightGradPingPong<T>::Mma128(d, Desc(sa + kk * 128, kMnLbo, kMnSbo), db);
-      WeightGradPingPong<T>::Mma128(d + 64, Desc(sa + kBK * 128 + kk * 128, kMnLbo, kMnSbo), db);
-    }
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+    pp.IssueStep(0);
     asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
     // One decision for the block: wgmma is warpgroup-collective, so no warp may leave alone.
     if ((round & 255) == 0 && __syncthreads_or(threadIdx.x == 0 && (*stop != 0 || clock64() - t0 > 10'000'000'000ull)))
@@ -115,7 +107,7 @@ __global__ void __launch_bounds__(kThreads, 1) TensorSpin(const int4* init, cons
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
   float acc = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 128; ++i) acc += d[i];
+  for (int i = 0; i < 128; ++i) acc += pp.d[i];
   if (acc == 1.2345f) sink[0] = 1;  // keeps the products
 }
 
