@@ -5,6 +5,7 @@
 // row tile at I 14336); a stage here is up to 16 KB per source.
 #pragma once
 
+#include "../runtime/fast_divmod.h"
 #include "block_gemm_tma.cuh"
 
 namespace hpmoe {
@@ -26,19 +27,23 @@ __device__ __forceinline__ void BulkLoad(uint32_t dst, const void* src, uint32_t
 // The pieces of rows [0, rows) x columns [0, cols) of a 16-bit matrix, as stages of the stream: a stage is
 // `rows_per` whole rows when a row fits kStreamStageBytes, else one piece of `width` columns of one row.
 struct RowPieces {
-  uint32_t rows, cols, width, rows_per, pieces;  // pieces per row
+  uint32_t rows, cols, width, rows_per;
+  rt::FastDivmod pieces;  // per row: 1 when rows_per > 1; divides the stage index in Of, which every thread
+                          // runs once a stage
   __device__ RowPieces(uint32_t rows_, uint32_t cols_) : rows(rows_), cols(cols_) {
     constexpr uint32_t kMax = kStreamStageBytes / 2;
     width = cols < kMax ? cols : kMax;
     rows_per = cols <= kMax ? kMax / cols : 1;
-    pieces = (cols + width - 1) / width;
+    pieces = rt::FastDivmod((cols + width - 1) / width);
   }
-  __device__ uint32_t Stages() const { return (rows + rows_per - 1) / rows_per * pieces; }
+  __device__ uint32_t Stages() const { return (rows + rows_per - 1) / rows_per * pieces.d; }
   // Stage c: first row, rows, first column, columns.
   __device__ void Of(uint32_t c, uint32_t* r, uint32_t* n, uint32_t* c0, uint32_t* w) const {
-    *r = c / pieces * rows_per;
+    uint32_t row, piece;
+    pieces.DivMod(c, &row, &piece);
+    *r = row * rows_per;
     *n = rows - *r < rows_per ? rows - *r : rows_per;
-    *c0 = c % pieces * width;
+    *c0 = piece * width;
     *w = cols - *c0 < width ? cols - *c0 : width;
   }
 };

@@ -4,6 +4,7 @@
 // ADD. 8-element vectors throughout (the launcher requires h, I and wgrad_tile to be multiples of 8).
 #pragma once
 
+#include "../runtime/fast_divmod.h"
 #include "../runtime/routing_plan.h"
 #include "../runtime/swiglu_block.h"
 #include "handlers_gemm.cuh"
@@ -39,15 +40,18 @@ __device__ __forceinline__ uint4 LoadRaw(const void* p) { return __ldcg(reinterp
 // returns whether it exists (recomputed at each use rather than held: the kernel's spill stores 1000 -> 912
 // bytes).
 // Every vector is visited once (element-wise work: the order changes no result). A range is one row tile,
-// so its vector count fits 32 bits.
+// so its vector count fits 31 bits (FastDivmod's range).
 template <class Body>
 __device__ __forceinline__ void ForEachVecBatch(uint64_t r0, uint64_t r1, uint32_t vecs, Body&& body) {
   const uint32_t n = uint32_t((r1 - r0) * vecs);
+  const rt::FastDivmod per_row(vecs);
   for (uint32_t base = threadIdx.x; base < n; base += kVecUnroll * blockDim.x) {
     body([=](int q, uint64_t& row, uint64_t& col) {
       const uint32_t i = base + q * blockDim.x;
-      row = r0 + i / vecs;
-      col = uint64_t(i % vecs) * 8;
+      uint32_t j, v;
+      per_row.DivMod(i, &j, &v);
+      row = r0 + j;
+      col = uint64_t(v) * 8;
       return i < n;
     });
   }
@@ -76,13 +80,19 @@ __device__ __forceinline__ void SwigluGradVec(const uint4& g, const uint4& u, co
 }
 
 #if HPMOE_SWIGLU_STREAM
-// Every vector of a stage of StreamRows: f(j, v, slot offset) for row j of the stage and vector v of it.
+// Every vector of a stage of StreamRows: f(j, v, slot offset) for row j of the stage and vector v of it. A stage
+// of several rows holds whole rows, so w is the block's width and `row_vecs` divides by its vectors (RowVecs);
+// a stage of one row (perhaps a piece of it) needs no division.
 template <class F>
-__device__ __forceinline__ void ForEachStagedVec(uint32_t rows, uint32_t w, F&& f) {
-  const uint32_t vecs = w / 8;
-  for (uint32_t i = threadIdx.x; i < rows * vecs; i += blockDim.x)
-    f(i / vecs, i % vecs, (i / vecs) * w * 2 + (i % vecs) * 16);
+__device__ __forceinline__ void ForEachStagedVec(uint32_t rows, uint32_t w, const rt::FastDivmod& row_vecs, F&& f) {
+  for (uint32_t i = threadIdx.x; i < rows * (w / 8); i += blockDim.x) {
+    uint32_t j = 0, v = i;
+    if (rows > 1) row_vecs.DivMod(i, &j, &v);
+    f(j, v, j * w * 2 + v * 16);
+  }
 }
+// The divisor ForEachStagedVec takes for a block `cols` wide, built once a task (building it costs a division).
+__device__ __forceinline__ rt::FastDivmod RowVecs(uint64_t cols) { return rt::FastDivmod(uint32_t(cols / 8)); }
 #endif
 
 // A column block of A (rt::SwigluBlock: the whole width is the block [0, I)); blocks start and end on
@@ -95,13 +105,16 @@ __device__ int32_t RunSwiglu(const DeviceRank& d, uint8_t* smem, const ssc::SscT
   if (!rt::SwigluBlockOf(t, inter, &b) || b.c0 % 8 != 0 || b.cols % 8 != 0) return rt::kErrRegion;
   const T* hs = d.Slot<T>(ssc::kSlotH) + b.c0;  // gate at hs[r * 2I + c], up at hs[r * 2I + I + c]
   T* as = d.Slot<T>(ssc::kSlotA) + b.c0;
+#if HPMOE_SWIGLU_STREAM
+  const rt::FastDivmod row_vecs = RowVecs(b.cols);
+#endif
   return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
 #if HPMOE_SWIGLU_STREAM
     // Gate and up rows through shared memory by bulk copies (bulk_stream.cuh).
     StreamRows<2>(smem, RowPieces(uint32_t(r1 - r0), uint32_t(b.cols)),
                   [&](int i, uint32_t j) { return hs + (r0 + j) * 2 * inter + i * inter; },
                   [&](uint32_t r, uint32_t rows, uint32_t c0, uint32_t w, auto slot) {
-                    ForEachStagedVec(rows, w, [&](uint32_t j, uint32_t v, uint32_t off) {
+                    ForEachStagedVec(rows, w, row_vecs, [&](uint32_t j, uint32_t v, uint32_t off) {
                       SwigluVec<T>(LoadShared16(slot(0) + off), LoadShared16(slot(1) + off),
                                    as + (r0 + r + j) * inter + c0 + v * 8);
                     });
@@ -135,6 +148,9 @@ __device__ int32_t RunSwigluGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   const T* hs = d.Slot<T>(ssc::kSlotH) + b.c0;
   const T* das = d.Slot<T>(ssc::kSlotDA) + b.c0;
   T* dhs = d.Slot<T>(ssc::kSlotDH) + b.c0;
+#if HPMOE_SWIGLU_STREAM
+  const rt::FastDivmod row_vecs = RowVecs(b.cols);
+#endif
   return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
 #if HPMOE_SWIGLU_STREAM
     StreamRows<3>(smem, RowPieces(uint32_t(r1 - r0), uint32_t(b.cols)),
@@ -142,7 +158,7 @@ __device__ int32_t RunSwigluGrad(const DeviceRank& d, uint8_t* smem, const ssc::
                     return i < 2 ? hs + (r0 + j) * 2 * inter + i * inter : das + (r0 + j) * inter;
                   },
                   [&](uint32_t r, uint32_t rows, uint32_t c0, uint32_t w, auto slot) {
-                    ForEachStagedVec(rows, w, [&](uint32_t j, uint32_t v, uint32_t off) {
+                    ForEachStagedVec(rows, w, row_vecs, [&](uint32_t j, uint32_t v, uint32_t off) {
                       T* dg = dhs + (r0 + r + j) * 2 * inter + c0 + v * 8;
                       SwigluGradVec<T>(LoadShared16(slot(0) + off), LoadShared16(slot(1) + off),
                                        LoadShared16(slot(2) + off), dg, dg + inter);
@@ -207,8 +223,14 @@ __device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& re
   // copies of the rows' 4 KB pieces through shared memory (bulk_stream.cuh, four stages) measured slower:
   // 0.61 against 0.51 ms per 64-token task at h 7168 (the issuing thread reads each stage's row indices).
   constexpr uint32_t kBatch = 8;
-  for (uint64_t i = threadIdx.x; i < (span.end - span.begin) * vecs; i += blockDim.x) {
-    const uint64_t tok = span.begin + i / vecs, c = (i % vecs) * 8;
+  // A task is one token tile: its vector count fits FastDivmod's 31 bits (refused otherwise, never wrapped).
+  const uint64_t n = (span.end - span.begin) * vecs;
+  if (n >= (uint64_t(1) << 31)) return rt::kErrRegion;
+  const rt::FastDivmod per_token{uint32_t(vecs)};
+  for (uint32_t i = threadIdx.x; i < uint32_t(n); i += blockDim.x) {
+    uint32_t q, r;
+    per_token.DivMod(i, &q, &r);
+    const uint64_t tok = span.begin + q, c = uint64_t(r) * 8;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (uint64_t j0 = 0; j0 < k; j0 += kBatch) {
       uint4 raw[kBatch];
