@@ -23,6 +23,9 @@
 #include "gemm_variant.h"
 #include "tile_profile.cuh"
 
+#ifndef HPMOE_RING_BOXES_AT_EPILOGUE
+#define HPMOE_RING_BOXES_AT_EPILOGUE 0  // session 24 experiment
+#endif
 #ifndef HPMOE_WGRAD_CHAIN_DELAY
 #define HPMOE_WGRAD_CHAIN_DELAY 2  // steps of the next tile before the staging slot is refilled
 #endif
@@ -264,6 +267,134 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
     // The next task may use the slots: the stores have read them. Their writes complete before the kernel
     // ends (FinishChainStores): nothing in a launch reads a weight gradient.
     WaitStoresRead();
+    __syncthreads();
+  }
+
+  // HPMOE_WGRAD_CHAIN=2: the ring of steps takes kRing slots and the staging keeps one of its own (slot kRing and
+  // the region after the barriers), so no refill ever waits for stores. Why: Run's staging slot held the next
+  // tile's refills behind its stores, and its block stores took the write path inside the K loop (session 24:
+  // 1807 cycles a step against the default's 1086 at Mixtral-8x22B). Here the next tile's first kRing steps load
+  // during this tile's last ones, the tile is staged as eight swizzled 64 x 64 boxes, and thread 0 issues its TMA
+  // stores a few boxes a step, after each step's wgmma, during the next tile (a store's issue blocks the thread
+  // until the copy engine takes it: 2.2k cycles for eight at once, session 15). Ragged tiles, and outputs with no
+  // bound map, the block stores from the staging itself. Same K order and rounding as the default tile.
+  static constexpr int kRing = kStages - 1;
+  __device__ void IssueRing(const TmaOperand& a, const TmaOperand& b, int q, const StepPos& p) {
+    this->IssueLoads(q % kRing, a, b, p.m0, p.n0, p.k);
+  }
+  // Thread 0: box `box` of the tile staged at `staging` (slot kRing), origin (m0, n0), to the output's map.
+  __device__ void IssueStoreBox(uint32_t staging, const TmaOperand& store, int32_t m0, int32_t n0, int box) const {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(store.map),
+                 "r"(store.c0 + n0 + 64 * (box % (kBN / 64))), "r"(store.r0 + m0 + 64 * (box / (kBN / 64))),
+                 "r"(store.z), "r"(Box(staging, box))
+                 : "memory");
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+  }
+  __device__ void RunRing(const TmaOperand& a, const TmaOperand& b, T* out, int64_t ldc, const TmaOperand& store) {
+    static_assert(HPMOE_WGRAD_CHAIN_TMA_STORE || sizeof(T) == 0, "the ring stages TMA boxes (Piece)");
+    const bool leader = threadIdx.x == 0;
+    const int total = tiles * steps_per_tile;  // > 0: the caller takes a unit with no rows elsewhere
+    // Boxes a step so that a tile's eight have gone before the next tile is staged.
+    const int boxes_per_step = (kChainBoxes + steps_per_tile - 1) / steps_per_tile;
+    const uint64_t t_start = ProfileClock();
+    __syncthreads();  // the previous task's readers are done with every slot
+    StepPos load = Start();  // thread 0: the next step to load
+    if (leader) {
+      this->InitBarriers(kThreads / 32);
+      for (int q = 0; q < kRing && q < total; ++q, Advance(load)) IssueRing(a, b, q, load);
+    }
+    __syncthreads();
+    const bool vectors = (reinterpret_cast<uintptr_t>(out) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
+    const uint32_t staging = this->smem + kRing * kStageBytes;  // boxes 0-5; 6-7 after the barriers (Box)
+    int next_box = kChainBoxes;  // thread 0: the staged tile's next box to store (kChainBoxes: none)
+    int32_t staged_m0 = 0, staged_n0 = 0;
+    StepPos at = Start();  // the step the block multiplies
+    int j = 0;             // the unit's step
+    uint64_t t_loop = t_start;
+    for (int t = 0; t < tiles; ++t) {
+      this->Zero();
+      const uint64_t t_tile = ProfileClock();
+      for (int i = 0; i < steps_per_tile; ++i, ++j) {
+        const int s = j % kRing;
+        MbarWait(this->Full(s), (j / kRing) & 1);
+        if (HPMOE_EXPERIMENT_PROFILE && j == 0) {
+          t_loop = ProfileClock();
+          ProfileAdd(Base::kProfileKind, kPhaseFill, t_loop - t_start);
+        }
+        const int valid = at.end - at.k;  // the segment ends inside this step: its k16 groups only
+#if HPMOE_RING_TAIL_GROUPS
+        if (valid < kBK && valid < KTailZeroEnd(valid)) this->ZeroKTail(s, valid, KTailZeroEnd(valid));
+        if (valid < kBK)
+          this->IssueStageTail(s, valid);
+        else
+          this->IssueStage(s);
+#else
+        if (valid < kBK) this->ZeroKTail(s, valid);
+        this->IssueStage(s);
+#endif
+        Advance(at);
+        if (leader && !HPMOE_RING_BOXES_AT_EPILOGUE)  // the last tile's boxes, under this step's wgmma
+          for (int q = 0; q < boxes_per_step && next_box < kChainBoxes; ++q)
+            IssueStoreBox(staging, store, staged_m0, staged_n0, next_box++);
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step j - 1's group is done
+        if (i == 0) continue;  // step j - 1 was the last tile's: freed and refilled at its end
+        const int prev = (j - 1) % kRing;
+        if (threadIdx.x % 32 == 0) MbarArrive(this->Empty(prev));
+        const int next = j - 1 + kRing;
+        if (leader && next < total) {
+          MbarWait(this->Empty(prev), ((j - 1) / kRing) & 1);
+          IssueRing(a, b, next, load);
+          Advance(load);
+        }
+      }
+      asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+      const int last = j - 1, slot = last % kRing;
+      if (threadIdx.x % 32 == 0) MbarArrive(this->Empty(slot));
+      if (leader) {
+        if (last + kRing < total) {  // the next tile's step, into the slot this tile's last step read
+          MbarWait(this->Empty(slot), (last / kRing) & 1);
+          IssueRing(a, b, last + kRing, load);
+          Advance(load);
+        }
+        while (next_box < kChainBoxes) IssueStoreBox(staging, store, staged_m0, staged_n0, next_box++);  // (short tiles)
+      }
+      WaitStoresRead();  // the last tile's boxes have left the staging
+      __syncthreads();   // and both warpgroups' accumulators are final
+      const uint64_t t_stage = ProfileClock();
+      if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(Base::kProfileKind, kPhaseLoop, t_stage - (t == 0 ? t_loop : t_tile));
+      StageBoxes(staging);
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by this thread, read by the stores
+      __syncthreads();
+      const uint64_t t_store = ProfileClock();
+      const int32_t m0 = M0(t), n0 = N0(t);
+      const int32_t width = c1 - n0 < kBN ? c1 - n0 : kBN;
+      if (store.map != nullptr && m0 + kBM <= rows && width == kBN) {  // whole: boxes during the next tile
+        if (leader && HPMOE_EXPERIMENT_DW != 1) next_box = 0, staged_m0 = m0, staged_n0 = n0;
+        if (leader && HPMOE_RING_BOXES_AT_EPILOGUE)
+          while (next_box < kChainBoxes) IssueStoreBox(staging, store, staged_m0, staged_n0, next_box++);
+      } else {  // a ragged edge, or no map: the block stores it now
+        for (int i = threadIdx.x; i < kBM * (kBN / 8); i += blockDim.x) {
+          const int r = i / (kBN / 8), v = i % (kBN / 8);
+          if (m0 + r >= rows || 8 * v >= width) continue;
+          const uint32_t src = Piece(staging, r, v);
+          T* dst = out + (m0 + r) * ldc + n0 + 8 * v;
+          if (vectors && 8 * v + 8 <= width)
+            StoreGlobal16(dst, LoadShared16(src));
+          else
+            StoreEdge(dst, src, width - 8 * v);
+        }
+        __syncthreads();  // read before the next tile is staged
+      }
+      if (HPMOE_EXPERIMENT_PROFILE) {
+        ProfileAdd(Base::kProfileKind, kPhaseStage, t_store - t_stage);
+        ProfileAdd(Base::kProfileKind, kPhaseStore, ProfileClock() - t_store);
+        ProfileAdd(Base::kProfileKind, kPhaseTiles, 1);
+        ProfileAdd(Base::kProfileKind, kPhaseSteps, uint64_t(steps_per_tile));
+      }
+    }
+    if (leader)
+      while (next_box < kChainBoxes) IssueStoreBox(staging, store, staged_m0, staged_n0, next_box++);
+    WaitStoresRead();  // the next task may use the slots; the writes complete by FinishChainStores
     __syncthreads();
   }
 };
