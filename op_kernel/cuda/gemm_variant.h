@@ -43,11 +43,7 @@
 // the default tile stages them. 1: 8 TMA tensor stores of swizzled boxes per whole tile (the copy engine; needs
 // the output's map, which only this setting binds). One H200, Mixtral-8x22B at 4096 tokens, fwd+bwd kernels:
 // 31.1 / 31.9 ms with thread stores, 37.8 with TMA stores, 30.5 / 31.9 the default build (docs/cuda.md).
-// HPMOE_WGRAD_CHAIN=2 (a ring of three slots beside a staging slot, WeightGradChain::RunRing) stores by TMA only.
-#define HPMOE_WGRAD_CHAIN_TMA_STORE (HPMOE_WGRAD_CHAIN == 2)
-#endif
-#if HPMOE_WGRAD_CHAIN == 2 && !HPMOE_WGRAD_CHAIN_TMA_STORE
-#error "HPMOE_WGRAD_CHAIN=2 stores its tiles by TMA (HPMOE_WGRAD_CHAIN_TMA_STORE=1)"
+#define HPMOE_WGRAD_CHAIN_TMA_STORE 0
 #endif
 #if HPMOE_WGRAD_CHAIN && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS || HPMOE_GEMM_ASYNC_EPILOGUE)
 #error "the chained weight gradient is a variant of the 256-thread TMA tile with the block's own epilogue"

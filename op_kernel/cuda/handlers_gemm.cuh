@@ -282,11 +282,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
     if (chain.steps_per_tile > 0) {  // (an expert with no rows: zero tiles, below)
       const TmaOperand store{d.has_dw_maps ? &d.dw_maps[out.slot == ssc::kSlotDW2][0] : nullptr, 0, int32_t(b0),
                              int32_t(e)};
-#if HPMOE_WGRAD_CHAIN == 2
-      chain.RunRing(ta, tb, d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), store);
-#else
       chain.Run(ta, tb, d.Slot<T>(out.slot) + uint64_t(out.row_offset) * n, int64_t(n), store);
-#endif
       return 0;
     }
   }
