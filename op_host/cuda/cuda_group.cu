@@ -327,8 +327,8 @@ std::string CudaGroup::BindWeights(RankState& s, uint32_t direction, const Launc
 }
 
 // With HPMOE_WGRAD_CHAIN_TMA_STORE or HPMOE_WGRAD_PINGPONG, weight gradients written in the model dtype to bound
-// DW1/DW2 leave by TMA stores (block_gemm_chain.cuh, block_gemm_pingpong.cuh): their maps, in the weights' dtype (the heap's DW slots are fp32), encoded once
-// per address like the weights'. Other builds bind none.
+// DW1/DW2 leave by TMA stores (block_gemm_chain.cuh, block_gemm_pingpong.cuh): their maps, in the weights' dtype
+// (the heap's DW slots are fp32), encoded once per address like the weights'. Other builds bind none.
 std::string CudaGroup::BindWeightGradMaps(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding) {
   LaunchBinding& b = *static_cast<LaunchBinding*>(binding);
   b.has_dw_maps = 0;

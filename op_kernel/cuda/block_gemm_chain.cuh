@@ -227,11 +227,8 @@ struct WeightGradChain : BlockGemmTma<T, true, false> {
       } else if (HPMOE_WGRAD_CHAIN_TMA_STORE && store.map != nullptr && whole) {  // 8 boxes, one thread
         if (leader) {
           for (int box = 0; box < kChainBoxes; ++box)
-            asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(
-                             store.map),
-                         "r"(store.c0 + n0 + 64 * (box % (kBN / 64))), "r"(store.r0 + m0 + 64 * (box / (kBN / 64))),
-                         "r"(store.z), "r"(Box(slot_base, box))
-                         : "memory");
+            TmaStore(store.map, store.c0 + n0 + 64 * (box % (kBN / 64)), store.r0 + m0 + 64 * (box / (kBN / 64)),
+                     store.z, Box(slot_base, box));
           asm volatile("cp.async.bulk.commit_group;" ::: "memory");
         }
       } else {  // a ragged edge: the block stores it, 16-byte pieces where whole, before the slot is refilled

@@ -203,10 +203,8 @@ struct WeightGradPingPong : BlockGemmTma<T, true, false> {
   __device__ void StoreByTma(int t, int wg, const TmaOperand& store) const {
     const int32_t m0 = t / tiles_n * kBM, n0 = c0 + t % tiles_n * kPpBN;
     for (int box = 0; box < 4; ++box)
-      asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(store.map),
-                   "r"(store.c0 + n0 + 64 * (box % 2)), "r"(store.r0 + m0 + 64 * (box / 2)), "r"(store.z),
-                   "r"(Box(Staging(wg), box))
-                   : "memory");
+      TmaStore(store.map, store.c0 + n0 + 64 * (box % 2), store.r0 + m0 + 64 * (box / 2), store.z,
+               Box(Staging(wg), box));
     asm volatile("cp.async.bulk.commit_group;" ::: "memory");
   }
   // The tile's accumulators, rounded to T, into this warpgroup's staging buffer. Warpgroup-wide.

@@ -51,6 +51,14 @@ __device__ __forceinline__ void TmaLoad(uint32_t dst, const void* map, uint32_t 
       : "memory");
 }
 
+// The other way: box (c, r, z) of `map` from shared memory at `src` (its layout the map's swizzle), in this
+// thread's current bulk group; the caller commits the group and waits for it (cp.async.bulk.wait_group).
+__device__ __forceinline__ void TmaStore(const void* map, int32_t c, int32_t r, int32_t z, uint32_t src) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];" ::"l"(map), "r"(c),
+               "r"(r), "r"(z), "r"(src)
+               : "memory");
+}
+
 // A weight-gradient tile's K steps: each K segment [seg[2i], seg[2i+1]) (an expert's rows of one source slot)
 // in whole 64-row steps, its last one partial.
 __device__ __forceinline__ int KSteps(const uint64_t* seg, int nseg) {
