@@ -15,12 +15,6 @@ namespace cuda {
 
 constexpr uint32_t kGemmTmaSmemBytes = kGemmSmemBytes + 128;  // + 2 mbarriers per stage after the stages
 
-#ifndef HPMOE_GEMM_L2_PREFETCH
-// N > 0 (an experiment): a tile of at most N K steps asks L2 (TMA prefetch: no shared memory, no barrier) for the
-// first K steps of the tile its block runs next in the task, once its own first step has arrived. 0: none.
-#define HPMOE_GEMM_L2_PREFETCH 0
-#endif
-
 // Where an operand's boxes come from: tensor map, and the coordinate origin inside it. K-major operands take
 // box (c0 + k, r0 + mn, z); MN-major ones boxes (c0 + mn + 64 j, r0 + k, z).
 struct TmaOperand {
@@ -64,18 +58,6 @@ __device__ __forceinline__ void TmaStore(const void* map, int32_t c, int32_t r, 
                "r"(r), "r"(z), "r"(src)
                : "memory");
 }
-
-// Box (c, r, z) of `map` into L2 only (no shared memory, nothing to wait for): a hint that a later TmaLoad of
-// the same box will find it there.
-__device__ __forceinline__ void TmaPrefetchL2(const void* map, int32_t c, int32_t r, int32_t z) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(map), "r"(c), "r"(r), "r"(z)
-               : "memory");
-}
-
-// Accumulate's default for the tile after this one: none known (no L2 prefetch).
-struct NoNextTile {
-  __device__ void operator()() const {}
-};
 
 // A weight-gradient tile's K steps: each K segment [seg[2i], seg[2i+1]) (an expert's rows of one source slot)
 // in whole 64-row steps, its last one partial.
@@ -135,37 +117,13 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
-  // One K step's boxes of each operand, as box(offset in the slot's A or B part, map, c, r, z): the one place
-  // that says which boxes a step reads (loads and L2 prefetches alike).
-  template <class Box>
-  __device__ static void ABoxes(const TmaOperand& a, int32_t m0, int32_t k, Box&& box) {
-    if (kAColMajor) {
-      for (int j = 0; j < kBM / 64; ++j) box(uint32_t(j * kBK * 128), a.map, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
-    } else {
-      box(0u, a.map, a.c0 + k, a.r0 + m0, a.z);
-    }
-  }
-  template <class Box>
-  __device__ static void BBoxes(const TmaOperand& b, int32_t n0, int32_t k, Box&& box) {
-    const bool half_k_major = kHalfKMajorB && b.half_map && !b.split;  // (timing experiment only)
-    if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
-      box(0u, b.half_map, b.c0 + k, b.r0 + n0, b.z);
-      box(uint32_t(kBN / 2 * 128), b.half_map, b.c0 + k, b.r0 + b.split, b.z);
-    } else if (half_k_major) {
-      box(0u, b.half_map, b.c0 + k, b.r0 + n0, b.z);
-    } else if (kBColMajor) {
-      box(0u, b.map, b.c0 + k, b.r0 + n0, b.z);
-    } else {
-      constexpr int kHalf = kBBoxesMnMajor / 2;
-      for (int j = 0; j < kBBoxesMnMajor; ++j) {
-        const int32_t n = b.split && j >= kHalf ? b.split + 64 * (j - kHalf) : n0 + 64 * j;
-        box(uint32_t(j * kBK * 128), b.map, b.c0 + n, b.r0 + k, b.z);
-      }
-    }
-  }
   // Thread 0 only: one K step's A boxes to `sa`, completing on `bar`.
   __device__ void IssueA(uint32_t sa, const TmaOperand& a, uint32_t bar, int32_t m0, int32_t k) {
-    ABoxes(a, m0, k, [&](uint32_t off, const void* map, int32_t c, int32_t r, int32_t z) { TmaLoad(sa + off, map, bar, c, r, z); });
+    if (kAColMajor) {
+      for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
+    } else {
+      TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
+    }
   }
   // Thread 0 only: the boxes of one K step into slot s, completing on Full(s) (one arrival per phase).
   __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
@@ -173,17 +131,19 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     const bool half_k_major = kHalfKMajorB && b.half_map && !b.split;  // (timing experiment only)
     MbarExpectTx(bar, kStepBytes - (half_k_major ? kBN / 2 * 128 : 0));
     IssueA(sa, a, bar, m0, k);
-    BBoxes(b, n0, k, [&](uint32_t off, const void* map, int32_t c, int32_t r, int32_t z) { TmaLoad(sb + off, map, bar, c, r, z); });
-  }
-  // Thread 0 only: K steps [k0, k1) of the tile at (m0, n0), at most kL2PrefetchSteps of them (the first ones,
-  // which a tile's fill waits for), asked of L2.
-  static constexpr int kL2PrefetchSteps = 2;
-  __device__ static void PrefetchL2(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
-                                    int32_t k1) {
-    const auto box = [](uint32_t, const void* map, int32_t c, int32_t r, int32_t z) { TmaPrefetchL2(map, c, r, z); };
-    for (int j = 0; j < kL2PrefetchSteps && k0 + j * kBK < k1; ++j) {
-      ABoxes(a, m0, k0 + j * kBK, box);
-      BBoxes(b, n0, k0 + j * kBK, box);
+    if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
+      TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
+      TmaLoad(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);
+    } else if (half_k_major) {
+      TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
+    } else if (kBColMajor) {
+      TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
+    } else {
+      constexpr int kHalf = kBBoxesMnMajor / 2;
+      for (int j = 0; j < kBBoxesMnMajor; ++j) {
+        const int32_t n = b.split && j >= kHalf ? b.split + 64 * (j - kHalf) : n0 + 64 * j;
+        TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n, b.r0 + k, b.z);
+      }
     }
   }
 
@@ -201,13 +161,8 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
 
   // K steps [k0, k1) of the tile at (m0, n0). Barriers are initialised per call (all slots drained at the
   // end), so calls compose in any order; the K order is fixed, hence deterministic.
-  // With HPMOE_GEMM_L2_PREFETCH, a tile of at most that many K steps has thread 0 call prefetch_next() (which asks
-  // L2 for the first steps of the tile the block runs next: PrefetchL2) once its first step has arrived, before
-  // the K loop (anywhere in the loop its registers made ptxas serialise every wgmma, C7515; issued before the
-  // first step arrived, it delayed that step: fill 2.6k -> 4.0k cycles).
-  template <class PrefetchNext = NoNextTile>
   __device__ void Accumulate(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
-                             int32_t k1, PrefetchNext&& prefetch_next = PrefetchNext{}) {
+                             int32_t k1) {
     const int nk = (k1 - k0 + kBK - 1) / kBK;
     const bool leader = threadIdx.x == 0;
     const uint64_t t_start = ProfileClock();
@@ -229,10 +184,6 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     // Timing experiments on the weight-gradient tile only (wrong results by design, docs/cuda.md): 2 loads
     // the first kStages steps and never refills (no operand feed), 3 issues no wgmma.
     constexpr bool kNoFeed = HPMOE_EXPERIMENT_DW == 2 && kAColMajor, kNoMma = HPMOE_EXPERIMENT_DW == 3 && kAColMajor;
-    if (HPMOE_GEMM_L2_PREFETCH && leader && nk <= HPMOE_GEMM_L2_PREFETCH && nk > 0) {
-      MbarWait(Full(0), 0);
-      prefetch_next();
-    }
     for (int kt = 0; kt < nk; ++kt) {
       const int s = kt % kStages;
       if (!kNoFeed || kt < kStages) MbarWait(Full(s), (kt / kStages) & 1);

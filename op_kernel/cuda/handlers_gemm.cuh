@@ -150,16 +150,8 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
           g.Zero();
-          if constexpr (kPaired) {
-            g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
-          } else {
-            g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k), [&] {
-              // The next tile of this segment (the next segment's first one is not asked for).
-              const bool last_col = n0 + kBN >= c1;
-              const int64_t nm0 = last_col ? m0 + kBM : m0, nn0 = last_col ? c0 : n0 + kBN;
-              if (nm0 < m) g.PrefetchL2(a, b, int32_t(nm0), int32_t(nn0), 0, int32_t(k));
-            });
-          }
+          if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
 #if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
           g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
 #elif HPMOE_GEMM_STAGED_EPILOGUE
@@ -314,19 +306,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       err = segments([&](int32_t r0, int32_t r1) {
 #if HPMOE_GEMM_TMA
         // Timing experiment 5 (wrong results): every tile reads the first dY column slab.
-        g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1), [&] {
-          // During the tile's last K segment, the next tile's first one (segments: source slots with rows).
-          uint32_t first = d.cfg.ep, last = 0;
-          for (uint32_t s = 0; s < d.cfg.ep; ++s)
-            if (k_rows[2 * s] < k_rows[2 * s + 1]) {
-              first = first < d.cfg.ep ? first : s;
-              last = s;
-            }
-          const bool last_col = n0 + kBN >= int64_t(c1);
-          const int64_t nm0 = last_col ? m0 + kBM : m0, nn0 = last_col ? int64_t(c0) : n0 + kBN;
-          if (r1 == int32_t(k_rows[2 * last + 1]) && nm0 < int64_t(wg))
-            g.PrefetchL2(ta, tb, int32_t(nm0), int32_t(nn0), int32_t(k_rows[2 * first]), int32_t(k_rows[2 * first + 1]));
-        });
+        g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1));
 #else
         const Stored<T> a{xs, ldx, int64_t(r1), int64_t(wg)};
         const Stored<T> b{dys, int64_t(n), int64_t(r1), int64_t(n)};
