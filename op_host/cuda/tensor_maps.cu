@@ -1,13 +1,11 @@
 // Tensor maps for the TMA GMM tiles. A slot is viewed as 3-D (cols, rows per expert, experts) so that a box
 // never crosses an expert's weight matrix (the copy engine zero-fills outside it); activation slots have one
-// "expert"; the group kinds view it as 4-D (tensor_map_kinds.h). 128-byte swizzle, boxes 64 elements wide, zero
-// fill out of bounds.
+// "expert". 128-byte swizzle, boxes 64 elements wide (tensor_map_kinds.h), zero fill out of bounds.
 #include "tensor_maps.h"
 
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <cstring>
 #include <vector>
 
 #include "../../op_kernel/cuda/tensor_map_kinds.h"
@@ -45,28 +43,13 @@ std::string EncodeSlotMaps(const cpu::SlotShape& sh, const void* base, uint8_t (
   const cuuint32_t elem_strides[3] = {1, 1, 1};
   const CUtensorMapDataType type =
       sh.dtype == ssc::kBF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  // The group kinds' 4-D view: (64 columns, lines, groups of 64 columns 128 bytes apart, experts).
-  const cuuint64_t dims4[4] = {64, per, sh.cols / 64, sh.rows / per};
-  const cuuint64_t strides4[3] = {sh.cols * 2, 128, sh.cols * 2 * per};
-  const cuuint32_t elem_strides4[4] = {1, 1, 1, 1};
   for (uint32_t box = 0; box < kBoxKinds; ++box) {
-    CUresult r;
-    if (kBoxGroups[box] == 1) {
-      const cuuint32_t box_dims[3] = {64, kBoxLines[box], 1};
-      r = encode(reinterpret_cast<CUtensorMap*>(out[box]), type, 3, const_cast<void*>(base), dims, strides, box_dims,
-                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    } else if (GroupMaps(sh.cols)) {
-      const cuuint32_t box_dims[4] = {64, kBoxLines[box], kBoxGroups[box], 1};
-      r = encode(reinterpret_cast<CUtensorMap*>(out[box]), type, 4, const_cast<void*>(base), dims4, strides4,
-                 box_dims, elem_strides4, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    } else {
-      std::memset(out[box], 0, kTensorMapBytes);  // never read (the tiles check GroupMaps)
-      continue;
-    }
-    if (r != CUDA_SUCCESS)
-      return "cuTensorMapEncodeTiled failed for box kind " + std::to_string(box) + " (error " + std::to_string(int(r)) + ")";
+    const cuuint32_t box_dims[3] = {64, kBoxLines[box], 1};
+    const CUresult r = encode(reinterpret_cast<CUtensorMap*>(out[box]), type, 3, const_cast<void*>(base), dims,
+                              strides, box_dims, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) return "cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) + ")";
   }
   return "";
 }

@@ -24,9 +24,6 @@ struct TmaOperand {
   // K-major B then comes as two 128-line boxes of `half_map`.
   int32_t split = 0;
   const void* half_map = nullptr;
-  // An MN-major operand's kBoxGroups* map (tensor_map_kinds.h), or nullptr: then each K step loads the tile's
-  // whole width as one box, its first group at column c0 + mn (a multiple of 64, which the caller checked).
-  const void* groups = nullptr;
 };
 
 __device__ __forceinline__ void MbarInit(uint32_t bar, uint32_t count) {
@@ -51,15 +48,6 @@ __device__ __forceinline__ void TmaLoad(uint32_t dst, const void* map, uint32_t 
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(
           dst),
       "l"(map), "r"(c), "r"(r), "r"(z), "r"(bar)
-      : "memory");
-}
-
-// Box (0, r, g, z) of a 4-D group map (tensor_map_kinds.h): the 64-column groups g, g + 1, ... of lines r, r + 1, ...
-__device__ __forceinline__ void TmaLoadGroups(uint32_t dst, const void* map, uint32_t bar, int32_t r, int32_t g, int32_t z) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(
-          dst),
-      "l"(map), "r"(0), "r"(r), "r"(g), "r"(z), "r"(bar)
       : "memory");
 }
 
@@ -131,9 +119,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   }
   // Thread 0 only: one K step's A boxes to `sa`, completing on `bar`.
   __device__ void IssueA(uint32_t sa, const TmaOperand& a, uint32_t bar, int32_t m0, int32_t k) {
-    if (kAColMajor && a.groups) {
-      TmaLoadGroups(sa, a.groups, bar, a.r0 + k, (a.c0 + m0) >> 6, a.z);
-    } else if (kAColMajor) {
+    if (kAColMajor) {
       for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
     } else {
       TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
@@ -152,8 +138,6 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
     } else if (kBColMajor) {
       TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
-    } else if (b.groups && !b.split && kBBoxesMnMajor == kBN / 64) {
-      TmaLoadGroups(sb, b.groups, bar, b.r0 + k, (b.c0 + n0) >> 6, b.z);
     } else {
       constexpr int kHalf = kBBoxesMnMajor / 2;
       for (int j = 0; j < kBBoxesMnMajor; ++j) {

@@ -147,8 +147,6 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       const TmaOperand a{map_a, 0, int32_t(r0), 0};
       TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
       if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
-      if (!kPaired && !kTransB && c0 % 64 == 0 && GroupMaps(d.slots[w.slot].cols))
-        b.groups = d.TensorMap(w.slot, kBoxGroups4);  // MN-major W: a K step's 256 columns as one box
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
           g.Zero();
@@ -301,12 +299,6 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
     }
   }
 #endif
-#if HPMOE_GEMM_TMA
-  // Both operands MN-major: a K step's 128 columns of X and 256 of dY as one box each, where the slots allow.
-  TmaOperand ga = ta, gb = tb;
-  if (ta.c0 % 64 == 0 && GroupMaps(d.slots[x.slot].cols)) ga.groups = d.TensorMap(x.slot, kBoxGroups2);
-  if (c0 % 64 == 0 && GroupMaps(d.slots[dy.slot].cols)) gb.groups = d.TensorMap(dy.slot, kBoxGroups4);
-#endif
   int32_t err = 0;
   for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {
     for (int64_t n0 = int64_t(c0); n0 < int64_t(c1) && err == 0; n0 += kBN) {
@@ -314,7 +306,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       err = segments([&](int32_t r0, int32_t r1) {
 #if HPMOE_GEMM_TMA
         // Timing experiment 5 (wrong results): every tile reads the first dY column slab.
-        g.Accumulate(ga, gb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1));
+        g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1));
 #else
         const Stored<T> a{xs, ldx, int64_t(r1), int64_t(wg)};
         const Stored<T> b{dys, int64_t(n), int64_t(r1), int64_t(n)};
