@@ -155,8 +155,8 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   }
   // Block-uniform; only the weight gradient needs it.
   __device__ void ZeroKTail(int s, int valid, int end = kBK) {
-    ZeroKTailChunks(s, valid, threadIdx.x, blockDim.x, end);
-    __syncthreads();
+    ZeroKTailChunks(s, valid, threadIdx.x, WorkerThreads(), end);
+    WorkerSync();
   }
 
   // K steps [k0, k1) of the tile at (m0, n0). Barriers are initialised per call (all slots drained at the
@@ -167,9 +167,9 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     const bool leader = threadIdx.x == 0;
     const uint64_t t_start = ProfileClock();
     uint64_t t_first = t_start;
-    __syncthreads();  // the previous call's readers are done with every slot
-    if (leader) InitBarriers(kThreads / 32);
-    __syncthreads();
+    WorkerSync();  // the previous call's readers are done with every slot
+    if (leader) InitBarriers(kWorkerThreads / 32);
+    WorkerSync();
     // With the asynchronous epilogue, slots kStagingSlot.. hold the previous tile's staged rows until its bulk
     // stores have read them: the other slots are filled first.
     constexpr int kFirst = HPMOE_GEMM_ASYNC_EPILOGUE ? kStagingSlot : kStages;
@@ -207,7 +207,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    __syncthreads();
+    WorkerSync();
     if (HPMOE_EXPERIMENT_PROFILE) {
       ProfileAdd(Base::kProfileKind, kPhaseFill, t_first - t_start);
       ProfileAdd(Base::kProfileKind, kPhaseLoop, ProfileClock() - t_first);
@@ -229,14 +229,14 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     const uint32_t base = this->smem + kStagingSlot * kStageBytes;
     this->Stage(base);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by this thread, read by the copies
-    __syncthreads();
+    WorkerSync();
     const int64_t width = n_valid - n0 < kBN ? n_valid - n0 : kBN;
     const bool bulk = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0 && (n0 & 7) == 0 &&
                       (width & 7) == 0 && width > 0;  // 16-byte aligned rows of whole 16-byte chunks
     if (!bulk) {
       this->StoreStaged(base, c, ldc, m0, n0, m_valid, n_valid);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
-      __syncthreads();
+      WorkerSync();
       return;
     }
     if (threadIdx.x < 32) {
@@ -261,7 +261,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
       asm volatile("fence.proxy.async.global;" ::: "memory");
     }
-    __syncthreads();
+    WorkerSync();
   }
 };
 

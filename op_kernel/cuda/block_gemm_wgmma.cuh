@@ -12,6 +12,7 @@
 
 #include "dtype.cuh"
 #include "tile_profile.cuh"
+#include "worker_threads.cuh"
 
 namespace hpmoe {
 namespace cuda {
@@ -210,7 +211,7 @@ struct BlockGemm {
   __device__ void Accumulate(const Stored<T>& a, const Stored<T>& b, int64_t m0, int64_t n0, int64_t k0,
                              int64_t k1) {
     const int nk = int((k1 - k0 + kBK - 1) / kBK);
-    __syncthreads();
+    WorkerSync();
     for (int s = 0; s < kStages - 2; ++s) {
       if (s < nk) LoadStage(s, a, b, m0, n0, k0 + int64_t(s) * kBK);
       CpAsyncCommit();
@@ -218,7 +219,7 @@ struct BlockGemm {
     for (int kt = 0; kt < nk; ++kt) {
       CpAsyncWait<kStages - 3>();
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // cp.async data -> wgmma's async proxy
-      __syncthreads();
+      WorkerSync();
       const int next = kt + kStages - 2;
       if (next < nk) LoadStage(next % kStages, a, b, m0, n0, k0 + int64_t(next) * kBK);
       CpAsyncCommit();
@@ -268,11 +269,11 @@ struct BlockGemm {
   __device__ void WriteStagedBy(Out&& out) {
     const uint64_t t0 = ProfileClock();
     Stage(smem);
-    __syncthreads();
+    WorkerSync();
     const uint64_t t1 = ProfileClock();
     out();
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
-    __syncthreads();
+    WorkerSync();
     if (HPMOE_EXPERIMENT_PROFILE) {
       ProfileAdd(kProfileKind, kPhaseStage, t1 - t0);
       ProfileAdd(kProfileKind, kPhaseStore, ProfileClock() - t1);
@@ -296,7 +297,7 @@ struct BlockGemm {
     const uint32_t held = smem + kBM * kRowBytes;
     const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;
     for (int r0 = 0; r0 < kBM; r0 += kRows) {
-      for (int i = threadIdx.x; i < kRows * kVecs; i += blockDim.x) {
+      for (int i = threadIdx.x; i < kRows * kVecs; i += WorkerThreads()) {
         const int64_t m = m0 + r0 + i / kVecs, n = n0 + 8 * (i % kVecs);
         if (m < m_valid && rows_aligned && n + 8 <= n_valid)
           for (int p = 0; p < kPieces; ++p)
@@ -304,7 +305,7 @@ struct BlockGemm {
       }
       CpAsyncCommit();
       CpAsyncWait<0>();  // each thread reads back only the pieces it copied: no block barrier
-      for (int i = threadIdx.x; i < kRows * kVecs; i += blockDim.x) {
+      for (int i = threadIdx.x; i < kRows * kVecs; i += WorkerThreads()) {
         const int row = r0 + i / kVecs, v = i % kVecs;
         const int64_t m = m0 + row, n = n0 + 8 * v;
         if (m >= m_valid || n >= n_valid) continue;
@@ -352,7 +353,7 @@ struct BlockGemm {
   __device__ void StoreStaged(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
                               int64_t n_valid) {
     StoreStagedRows<kCols>([&](int row, int v) { return base + row * (kCols * 2 + 16) + v * 16; }, c, ldc, m0, n0,
-                           m_valid, n_valid, int(threadIdx.x), int(blockDim.x));
+                           m_valid, n_valid, int(threadIdx.x), int(WorkerThreads()));
   }
 };
 

@@ -1,16 +1,22 @@
-// The warp-specialised wgmma tile (HPMOE_GEMM_WS=1, the default; gemm_variant.h): a 384-thread block in
-// which, for the length of one GMM task, warpgroup 0 is the producer and warpgroups 1 and 2 the consumers.
-// - The producer gives registers back (setmaxnreg.dec to 40) and one of its threads issues every K step's TMA
+// The warp-specialised wgmma tile (HPMOE_GEMM_WS=1 or 2; gemm_variant.h): a 384-thread block with one producer
+// and two consumer warpgroups.
+// - The producer gives registers back (setmaxnreg.dec) and one of its threads issues every K step's TMA
 //   boxes (the same boxes, stage layouts and barriers as block_gemm_tma.cuh) as soon as a slot is empty.
-// - The consumers take them (setmaxnreg.inc to 232), so the 128 fp32 accumulators of their 64 x 256 halves
-//   and the loop state fit without spills (the 256-thread tile sat at the 255-register cap with 3.3 M spill
-//   requests per launch, docs/cuda.md "What limits the tile now"). Each keeps one wgmma group in flight and
-//   frees a slot when the group that read it is done.
+// - The consumers take them (setmaxnreg.inc), so the 128 fp32 accumulators of their 64 x 256 halves and the
+//   loop state fit without spills (the 256-thread tile sat at the 255-register cap with 3.3 M spill requests
+//   per launch, docs/cuda.md "What limits the tile now"). Each keeps one wgmma group in flight and frees a slot
+//   when the group that read it is done.
 // - The full/empty barriers persist over all tiles of a task: the producer runs ahead into the next tile
 //   while the consumers write this one's epilogue, which is staged in a buffer of its own (not the slots).
+// HPMOE_GEMM_WS=1: the roles last one GMM task. Warpgroup 0 produces, 1-2 consume; at the end of the task both
+// give the registers back (168 each: the kernel's whole budget, 65536 / 384 rounded to 8) and meet at a
+// barrier, and every other handler runs on all 384 threads at 168 registers.
+// HPMOE_GEMM_WS=2: the roles last the whole launch. Warpgroups 0-1 run the worker loop and every handler at
+// kWsConsumerRegs (worker_threads.cuh: their barrier is named barrier 1); warpgroup 2 sleeps on a named barrier
+// until the workers post a GMM task (WsPost), walks its tiles as they do and issues their loads. The barriers
+// live for the launch: each role keeps its pipeline position from task to task.
 // Both roles walk the same tiles and K steps in the same fixed order, so results are deterministic and
-// equal to the 256-thread tile's (same K order, same accumulators). At the end of a task both roles give
-// the registers back (168 each: the kernel's whole budget, 65536 / 384 rounded to 8) and meet at a barrier.
+// equal to the 256-thread tile's (same K order, same accumulators).
 #pragma once
 
 #include "block_gemm_tma.cuh"
@@ -19,13 +25,22 @@ namespace hpmoe {
 namespace cuda {
 
 #ifndef HPMOE_WS_PRODUCER_REGS
-#define HPMOE_WS_PRODUCER_REGS 104  // 40 spilled in the producer's K loop (SASS); 72 and 104 did not, 104 measured faster
+// WS=1: 40 spilled in the producer's K loop (SASS); 72 and 104 did not, 104 measured faster. WS=2: 72, which
+// leaves the workers 216 (their handlers ran at up to 255 in the 256-thread block; session 26).
+#define HPMOE_WS_PRODUCER_REGS (HPMOE_GEMM_WS == 2 ? 72 : 104)
 #endif
 constexpr uint32_t kWsBaseRegs = 168;
 constexpr uint32_t kWsProducerRegs = HPMOE_WS_PRODUCER_REGS;
 constexpr uint32_t kWsConsumerRegs = (384 * kWsBaseRegs - 128 * kWsProducerRegs) / 256 / 8 * 8;
 static_assert(128 * kWsProducerRegs + 256 * kWsConsumerRegs <= 384 * kWsBaseRegs, "the register pool balances");
-static_assert(kThreads == 384 || !HPMOE_GEMM_WS, "one producer and two consumer warpgroups");
+static_assert(kThreads == 384 || !HPMOE_GEMM_WS || (HPMOE_GEMM_WS == 2 && kThreads == 288),
+              "one producer warpgroup (or, WS=2, warp) and two consumer warpgroups");
+// WS=2 with a producer warpgroup moves registers between the roles; a 288-thread block has 224 for every thread.
+constexpr bool kWsSetMaxRegs = kThreads == 384;
+// The producer warpgroup, and the first consumer thread: WS=2 keeps the workers at threads 0..255, so every
+// handler's thread indices are the 256-thread block's.
+constexpr int kWsProducerWg = HPMOE_GEMM_WS == 2 ? 2 : 0;
+constexpr int kWsFirstConsumer = HPMOE_GEMM_WS == 2 ? 0 : 128;
 constexpr uint32_t kWsConsumerWarps = 8;
 // Epilogue staging: each consumer warpgroup stages its 64 rows, one 128-column half at a time, 16-byte
 // chunks XOR-swizzled by row (conflict-free 4-byte writes from the accumulator layout, 16-byte reads).
@@ -34,9 +49,11 @@ constexpr uint32_t kEpiBytes = kBM * kEpiRowBytes;
 constexpr uint32_t kGemmWsSmemBytes = kGemmTmaSmemBytes + kEpiBytes;  // stages, barriers, then staging
 static_assert(kGemmWsSmemBytes <= 227 * 1024, "an H100/H200 block's shared memory");
 
-// Named barriers (0 is __syncthreads): the two consumer warpgroups, each of them alone, and the consumers'
-// registers given back (the consumers arrive, the producer waits).
-constexpr uint32_t kBarConsumers = 1, kBarConsumerWg0 = 2, kBarRegsBack = 4;
+// Named barriers (0 is __syncthreads): the two consumer warpgroups (kBarWorkers under WS=2), each of them alone,
+// the consumers' registers given back (WS=1: the consumers arrive, the producer waits), and WS=2's job
+// handshake (a task posted: the workers arrive, the producer waits; the producer done with it: the other way).
+constexpr uint32_t kBarConsumers = 1, kBarConsumerWg0 = 2, kBarRegsBack = 4, kBarWsPosted = 5, kBarWsIdle = 6;
+static_assert(kBarConsumers == kBarWorkers, "under WS=2 the consumers are the workers");
 
 template <uint32_t N>
 __device__ __forceinline__ void SetMaxRegsInc() {
@@ -55,6 +72,22 @@ __device__ __forceinline__ void NamedBarrierArrive() {
   asm volatile("bar.arrive %0, %1;" ::"n"(kId), "n"(kCount) : "memory");
 }
 
+// WS=2: what the workers tell the producer. Written by the workers between kBarWsIdle (the producer is done
+// with the previous job) and kBarWsPosted (this one is posted), read by the producer until its next
+// kBarWsIdle arrival; `pipe` (the consumers' pipeline position, BlockGemmWs::Pipe) only by the workers.
+enum WsJobKind : uint32_t { kWsJobNone = 0, kWsJobGmm, kWsJobGmmKMajorB, kWsJobWeightGrad, kWsJobExit };
+constexpr int kWsMaxSegments = 16;  // the weight gradient's K segments, [begin, end) per source slot
+struct WsMailbox {
+  uint32_t kind;
+  uint32_t pipe;
+  const void* task;  // the SSC task record (global memory)
+  uint64_t k_rows[kWsMaxSegments];
+};
+__device__ __forceinline__ WsMailbox& WsBox() {
+  __shared__ WsMailbox box;
+  return box;
+}
+
 template <class T, bool kAColMajor, bool kBColMajor>
 struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
   using Tma = BlockGemmTma<T, kAColMajor, kBColMajor>;
@@ -62,8 +95,19 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
   int stage = 0;           // the pipeline position, advanced identically by both roles
   uint32_t phase = 0;
 
-  __device__ explicit BlockGemmWs(uint8_t* shared) : Tma(shared), wg(int(threadIdx.x / 128) - 1) {}
+  __device__ explicit BlockGemmWs(uint8_t* shared)
+      : Tma(shared), wg(int(threadIdx.x / 128) == kWsProducerWg ? -1 : (int(threadIdx.x) - kWsFirstConsumer) / 128) {
+#if HPMOE_GEMM_WS == 2
+    if (!Producer()) SetPipe(WsBox().pipe);  // where the previous task left it (the producer keeps its own)
+#endif
+  }
   __device__ bool Producer() const { return wg < 0; }
+  __device__ bool Issuer() const { return threadIdx.x == 128 * kWsProducerWg; }
+  __device__ uint32_t Pipe() const { return uint32_t(stage) | (phase << 8); }
+  __device__ void SetPipe(uint32_t p) {
+    stage = int(p & 0xff);
+    phase = p >> 8;
+  }
   // After the slots and their barriers (128 bytes, block_gemm_tma.cuh).
   __device__ uint32_t Staging() const { return this->smem + kStages * kStageBytes + 128 + wg * 64 * kEpiRowBytes; }
 
@@ -115,7 +159,7 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
   // Consumers: lines [valid, kBK) of slot s zeroed by the 256 consumer threads, both warpgroups done before
   // either reads the slot.
   __device__ void ZeroKTail(int s, int valid) {
-    this->ZeroKTailChunks(s, valid, int(threadIdx.x) - 128, 256);
+    this->ZeroKTailChunks(s, valid, int(threadIdx.x) - kWsFirstConsumer, 256);
     NamedBarrier<kBarConsumers, 256>();
   }
 
@@ -170,11 +214,62 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
   }
 };
 
-// Runs a task in the two roles: producer() in warpgroup 0, consumer() in the others, each walking the task's
-// tiles in the same fixed order and returning the walk's status (the same in both). The two paths stay apart
-// from setmaxnreg to setmaxnreg, since ptxas allocates each within its own register budget.
+#if HPMOE_GEMM_WS == 2
+// Thread 0, before the block's last __syncthreads of the launch: the barriers (kWsConsumerWarps arrivals free a
+// slot) and the pipeline at its start. They live for the launch.
+template <class T>
+__device__ __forceinline__ void WsInitPipeline(uint8_t* shared) {
+  BlockGemmTma<T, false, false>(shared).InitBarriers(kWsConsumerWarps);
+  WsBox().pipe = 0;
+}
+
+// Workers, all 256: post a job once the producer is done with the previous one. k_rows: `segments` pairs (the
+// weight gradient's), copied into the mailbox, since the task's own array is rewritten by the next task.
+__device__ __forceinline__ void WsPost(uint32_t kind, const void* task, const uint64_t* k_rows = nullptr,
+                                       int segments = 0) {
+  NamedBarrier<kBarWsIdle, kThreads>();
+  WsMailbox& box = WsBox();
+  if (threadIdx.x == 0) {
+    box.kind = kind;
+    box.task = task;
+  }
+  if (int(threadIdx.x) < 2 * segments) box.k_rows[threadIdx.x] = k_rows[threadIdx.x];
+  NamedBarrierArrive<kBarWsPosted, kThreads>();
+}
+
+// The producer warpgroup, for the whole launch: run(kind, task, pipe) walks each posted job's tiles, issuing
+// their loads, and returns the pipeline position after them. Ends at kWsJobExit.
+template <class Run>
+__device__ void WsProducerLoop(Run&& run) {
+  uint32_t pipe = 0;
+  NamedBarrierArrive<kBarWsIdle, kThreads>();
+  for (;;) {
+    NamedBarrier<kBarWsPosted, kThreads>();
+    const WsMailbox& box = WsBox();
+    const uint32_t kind = box.kind;
+    if (kind == kWsJobExit) return;
+    if (kind != kWsJobNone) pipe = run(kind, box.task, pipe);
+    NamedBarrierArrive<kBarWsIdle, kThreads>();
+  }
+}
+#endif
+
+// Runs a GMM task in the two roles, each walking the task's tiles in the same fixed order and returning the
+// walk's status (the same in both). WS=1: producer() in warpgroup 0, consumer() in the others; the two paths
+// stay apart from setmaxnreg to setmaxnreg, since ptxas allocates each within its own register budget. WS=2:
+// only the workers come here; they post the job (the producer runs its walk in WsProducerLoop), run consumer()
+// and leave the pipeline position for the next task.
 template <class Gemm, class Producer, class Consumer>
-__device__ int32_t RunWarpSpecialised(Gemm& g, Producer&& producer, Consumer&& consumer) {
+__device__ int32_t RunWarpSpecialised(Gemm& g, uint32_t kind, const void* task, Producer&& producer,
+                                      Consumer&& consumer, const uint64_t* k_rows = nullptr, int segments = 0) {
+#if HPMOE_GEMM_WS == 2
+  (void)producer;
+  WsPost(kind, task, k_rows, segments);
+  const int32_t err = consumer();
+  if (threadIdx.x == 0) WsBox().pipe = g.Pipe();  // every worker read it when it built g, before the post
+  return err;
+#else
+  (void)kind, (void)task, (void)k_rows, (void)segments;
   g.Begin();
   int32_t err;
   if (g.Producer()) {
@@ -192,6 +287,7 @@ __device__ int32_t RunWarpSpecialised(Gemm& g, Producer&& producer, Consumer&& c
   }
   g.End();
   return err;
+#endif
 }
 
 }  // namespace cuda

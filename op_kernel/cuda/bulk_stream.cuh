@@ -70,21 +70,21 @@ __device__ void StreamRows(uint8_t* shared, const RowPieces& p, Src&& src, Body&
     for (int i = 0; i < kSrcs; ++i)
       for (uint32_t j = 0; j < rows; ++j) BulkLoad(slot(s, i) + j * w * 2, src(i, r + j) + c0, w * 2, bar(s));
   };
-  __syncthreads();  // the previous task's readers of shared memory are done
+  WorkerSync();  // the previous task's readers of shared memory are done
   if (leader) {
     for (int s = 0; s < kStreamStages; ++s) MbarInit(bar(s), 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.global;" ::: "memory");
     for (uint32_t c = 0; c < n && c < kStreamStages; ++c) issue(c);
   }
-  __syncthreads();
+  WorkerSync();
   for (uint32_t c = 0; c < n; ++c) {
     const int s = c % kStreamStages;
     MbarWait(bar(s), (c / kStreamStages) & 1);
     uint32_t r, rows, c0, w;
     p.Of(c, &r, &rows, &c0, &w);
     body(r, rows, c0, w, [&](int i) { return slot(s, i); });
-    __syncthreads();  // every thread is done with slot s
+    WorkerSync();  // every thread is done with slot s
     if (leader && c + kStreamStages < n) issue(c + kStreamStages);
   }
 }

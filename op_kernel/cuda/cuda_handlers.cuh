@@ -74,7 +74,7 @@ class CudaHandlers {
     if (threadIdx.x == 0) sync_.ProfileHandlerStart();
 #endif
     const int32_t err = f();
-    __syncthreads();  // every thread's stores are done before the task counts as ended (and triggers)
+    WorkerSync();  // every thread's stores are done before the task counts as ended (and triggers)
 #if HPMOE_EXPERIMENT_PROFILE
     if (threadIdx.x == 0) sync_.ProfileHandlerEnd();
 #endif
@@ -91,9 +91,9 @@ class CudaHandlers {
     __shared__ uint32_t drop;
     if (d_.fault_mode == kCudaFaultDropPut) {
       if (threadIdx.x == 0) drop = atomicAdd(d_.fault_counter, 1u) + 1 == d_.fault_after;
-      __syncthreads();
+      WorkerSync();
       const bool dropped = drop != 0;
-      __syncthreads();
+      WorkerSync();
       if (dropped) return 0;  // neither payload nor signal: the consumer's bounded wait must report it
     }
     return Traced(c, f);

@@ -10,6 +10,7 @@
 #include "../runtime/backend_traits.h"
 #include "device_rank.cuh"
 #include "tile_profile.cuh"
+#include "worker_threads.cuh"
 
 namespace hpmoe {
 namespace cuda {
@@ -72,12 +73,12 @@ __device__ __forceinline__ void CopyVectors(uint4* o, const uint4* s, uint64_t n
 __device__ __forceinline__ void BlockCopy(void* dst, const void* src, uint64_t bytes) {
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) & 15) == 0) {
     CopyVectors(reinterpret_cast<uint4*>(dst), reinterpret_cast<const uint4*>(src), bytes / 16, threadIdx.x,
-                blockDim.x);
+                WorkerThreads());
     return;
   }
   const uint8_t* s = reinterpret_cast<const uint8_t*>(src);
   uint8_t* o = reinterpret_cast<uint8_t*>(dst);
-  for (uint64_t i = threadIdx.x; i < bytes; i += blockDim.x) o[i] = s[i];
+  for (uint64_t i = threadIdx.x; i < bytes; i += WorkerThreads()) o[i] = s[i];
 }
 
 #if HPMOE_GEMM_PAIRS
@@ -124,11 +125,11 @@ class CudaSync {
       counter = v;
       detail = det;
     }
-    __syncthreads();
+    WorkerSync();
     const int32_t st = status;
     seen->counter = counter;
     seen->detail = detail;
-    __syncthreads();
+    WorkerSync();
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0)
       marks_.WaitEnd(t_enter, d_.program.events[event].op_id, blockIdx.x < d_.cfg.num_aic, unmet);
     return st;
@@ -136,7 +137,7 @@ class CudaSync {
 
   __device__ void Signal(uint32_t rank, uint32_t event) {
     const uint64_t t_enter = ProfileClock();
-    __syncthreads();
+    WorkerSync();
     if (threadIdx.x == 0) AddCounter(d_.Counter(rank, event), 1u);
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) SyncProfileAdd(kSyncSignal, ProfileClock() - t_enter);
   }
@@ -152,9 +153,9 @@ class CudaSync {
 #else
     if (threadIdx.x == 0) claimed = atomicAdd(d_.Counter(d_.rank, d_.program.num_events), 1u);
 #endif
-    __syncthreads();
+    WorkerSync();
     const uint32_t k = claimed;
-    __syncthreads();  // every thread has read it before the next claim writes it
+    WorkerSync();  // every thread has read it before the next claim writes it
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) marks_.ClaimEnd(t_enter);
     return k;
   }
@@ -168,7 +169,7 @@ class CudaSync {
   __device__ void PutMemSignal(const void* src, uint32_t dst_rank, void* dst, uint64_t bytes, uint32_t event,
                                uint32_t value) {
     if (bytes != 0) BlockCopy(d_.Peer(dst_rank, static_cast<uint8_t*>(dst)), src, bytes);
-    __syncthreads();
+    WorkerSync();
     if (threadIdx.x == 0 && event != ssc::kNoEvent) AddCounter(d_.Counter(dst_rank, event), value);
   }
 

@@ -14,6 +14,10 @@
 // the loads. Measured side by side on one H200 (docs/cuda.md "The warp-specialised tile"): the GMM tiles run
 // at the same rate, and every other handler, held to 168 registers by the 384-thread block, got slower, so
 // the whole op is 3-13% slower with it.
+// 2: the roles for the whole launch (block_gemm_ws.cuh): warpgroups 0-1 run the worker loop and every handler
+// at 216 registers, warpgroup 2 issues the GMM tiles' loads; bitwise the default, on par with it at DeepSeek-V3
+// and Mixtral, 6% slower at Qwen3-235B-A22B (session 26, docs/cuda.md "Roles for the whole launch"); no fused
+// SwiGLU tiles yet. The platform for multicast without per-step lockstep.
 #define HPMOE_GEMM_WS 0
 #endif
 #if HPMOE_GEMM_WS && !HPMOE_GEMM_TMA
@@ -95,7 +99,13 @@
 namespace hpmoe {
 namespace cuda {
 
-constexpr uint32_t kThreads = HPMOE_GEMM_WS ? 384 : 256;  // threads per worker block (both roles)
+#ifndef HPMOE_WS_PRODUCER_THREADS
+// HPMOE_GEMM_WS=2: the producer is one warpgroup (128, registers moved to the workers by setmaxnreg) or one
+// warp (32: a 288-thread block, 224 registers for every thread, no setmaxnreg).
+#define HPMOE_WS_PRODUCER_THREADS 128
+#endif
+// Threads per worker block (both roles).
+constexpr uint32_t kThreads = HPMOE_GEMM_WS == 2 ? 256 + HPMOE_WS_PRODUCER_THREADS : HPMOE_GEMM_WS ? 384 : 256;
 
 }  // namespace cuda
 }  // namespace hpmoe

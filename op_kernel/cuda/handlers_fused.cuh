@@ -35,7 +35,7 @@ __device__ __forceinline__ void UnpackPair(uint32_t bits, float* v) {
 template <class T, class Gemm>
 __device__ void StoreSwigluFromStaged(uint32_t base, T* a, int64_t lda, int64_t m0, int64_t q, int64_t m_valid) {
   constexpr int kVecs = kFusedGroup / 8;
-  for (int i = threadIdx.x; i < kBM * kVecs; i += blockDim.x) {
+  for (int i = threadIdx.x; i < kBM * kVecs; i += WorkerThreads()) {
     const int row = i / kVecs, v = i % kVecs;
     if (m0 + row >= m_valid) continue;
     const uint32_t at = base + row * Gemm::kRowBytes + v * 16;
@@ -69,11 +69,11 @@ __device__ int32_t RunGmmSwigluTiles(const DeviceRank& d, uint8_t* smem, const s
         g.Accumulate(ta, tb, int32_t(m0), int32_t(q), 0, int32_t(k));
         // H: the pair as it is; then A from the staged (rounded) pair, so the accumulators are dead by then.
         g.Stage(g.smem);
-        __syncthreads();
+        WorkerSync();
         g.StoreStaged(g.smem, h + r0 * 2 * inter, 2 * inter, m0, 2 * q, m, 2 * q + kBN);
         StoreSwigluFromStaged<T, decltype(g)>(g.smem, a + r0 * inter, inter, m0, q, m);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
-        __syncthreads();
+        WorkerSync();
       }
     }
   });
@@ -95,14 +95,14 @@ __device__ void SwigluGradEpilogue(const Gemm& g, const T* h, T* dh, int64_t int
   const int64_t ld = 2 * inter, h_end = 2 * n_valid;
   // Copies, not loads through registers: all of a thread's 32 are in flight at once (a register round trip per
   // vector serialised them behind the shared-memory stores).
-  for (int i = threadIdx.x; i < kBM * kVecs; i += blockDim.x) {
+  for (int i = threadIdx.x; i < kBM * kVecs; i += WorkerThreads()) {
     const int row = i / kVecs, v = i % kVecs;
     const int64_t mm = m0 + row, col = 2 * n0 + 8 * v;
     if (mm < m_valid && col < h_end) CpAsync16(base + row * kRow + v * 16, h + mm * ld + col, true);
   }
   CpAsyncCommit();
   CpAsyncWait<0>();
-  __syncthreads();
+  WorkerSync();
   const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4, wg = threadIdx.x / 128;
   const int r = lane / 4, t = lane % 4;
   // Fully unrolled: a runtime index into the accumulators would make ptxas serialise every wgmma of the
@@ -129,9 +129,9 @@ __device__ void SwigluGradEpilogue(const Gemm& g, const T* h, T* dh, int64_t int
       asm volatile("st.shared.u32 [%0], %1;" ::"r"(up_at), "r"(PackPair<T>(du[0], du[1])) : "memory");
     }
   }
-  __syncthreads();
+  WorkerSync();
   constexpr int kOut = kBN / 8;  // vectors per row of each half
-  for (int i = threadIdx.x; i < kBM * 2 * kOut; i += blockDim.x) {
+  for (int i = threadIdx.x; i < kBM * 2 * kOut; i += WorkerThreads()) {
     const int row = i / (2 * kOut), up = (i / kOut) % 2, v = i % kOut;
     const int64_t mm = m0 + row, n = n0 + 8 * v;
     if (mm >= m_valid || n >= n_valid) continue;
@@ -141,7 +141,7 @@ __device__ void SwigluGradEpilogue(const Gemm& g, const T* h, T* dh, int64_t int
     StoreGlobal16(dh + mm * ld + (up ? inter : 0) + n, LoadShared16(src));
   }
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
-  __syncthreads();
+  WorkerSync();
 }
 
 // The epilogue's H rows into L2 while the tile's K loop runs: up to kBM rows of `cols` elements, 128-byte lines.
@@ -149,7 +149,7 @@ template <class T>
 __device__ __forceinline__ void PrefetchRowsL2(const T* p, int64_t ld, int64_t rows, int64_t cols) {
   const int lines = int(cols * int64_t(sizeof(T)) / 128);
   const int64_t n = (rows < kBM ? rows : kBM) * lines;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+  for (int64_t i = threadIdx.x; i < n; i += WorkerThreads())
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + (i / lines) * ld + (i % lines) * (128 / sizeof(T))));
 }
 

@@ -88,6 +88,44 @@ __device__ __forceinline__ void WriteWeightGrad(const DeviceRank& d, uint32_t sl
   else write(d.Slot<float>(slot) + first, StoreGrad<T, float>{add});
 }
 
+#if HPMOE_GEMM_WS
+// A GMM task's tiles in one of the warp-specialised roles (RunGmm has checked the task): every tile, ascending
+// by expert segment, row tile and column tile; kProducer issues their K steps (one thread), else the consumers
+// multiply and store them.
+template <class T, bool kTransB, bool kProducer>
+__device__ int32_t GmmTilesWs(const DeviceRank& d, BlockGemmWs<T, false, kTransB>& g, const ssc::SscTask& t) {
+  const ssc::SscTensorRef& in = t.inputs[0];
+  const ssc::SscTensorRef& w = t.inputs[1];
+  const ssc::SscTensorRef& out = t.outputs[0];
+  const int64_t kw = d.slots[w.slot].dim1, nw = d.slots[w.slot].cols;
+  const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
+  const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
+  const void* map_a = d.TensorMap(in.slot, kBoxRows128);
+  const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
+  T* y = d.Slot<T>(out.slot);
+  const bool issuer = g.Issuer();
+  return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+    const int64_t m = int64_t(r1 - r0);
+    for (int64_t m0 = 0; m0 < m; m0 += kBM) {
+      for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
+        if constexpr (kProducer) {
+          // Rows past the segment are the next expert's (or zero-filled): they only reach rows never stored.
+          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), 0, int32_t(k));
+        } else {
+          g.Zero();
+          g.template Consume<false>(0, int32_t(k));
+#if HPMOE_GEMM_STAGED_EPILOGUE
+          g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
+#else
+          g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
+#endif
+        }
+      }
+    }
+  });
+}
+#endif
+
 template <class T, bool kTransB>
 __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask& t) {
   const ssc::SscTensorRef& in = t.inputs[0];
@@ -105,35 +143,11 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   T* y = d.Slot<T>(out.slot);
   const T* weights = d.Slot<T>(w.slot);
 #if HPMOE_GEMM_WS
+  (void)x, (void)weights, (void)y;
   BlockGemmWs<T, false, kTransB> g(smem);
-  const void* map_a = d.TensorMap(in.slot, kBoxRows128);
-  const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
-  // Every tile of the task, ascending: expert segment, row tile, column tile.
-  auto walk = [&](auto&& tile) {
-    return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
-      for (int64_t m0 = 0; m0 < int64_t(r1 - r0); m0 += kBM)
-        for (int64_t n0 = c0; n0 < c1; n0 += kBN) tile(e, r0, int64_t(r1 - r0), m0, n0);
-    });
-  };
-  const bool issuer = threadIdx.x == 0;
   return RunWarpSpecialised(
-      g,
-      [&] {
-        return walk([&](uint32_t e, uint64_t r0, int64_t, int64_t m0, int64_t n0) {
-          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), 0, int32_t(k));
-        });
-      },
-      [&] {
-        return walk([&](uint32_t, uint64_t r0, int64_t m, int64_t m0, int64_t n0) {
-          g.Zero();
-          g.template Consume<false>(0, int32_t(k));
-#if HPMOE_GEMM_STAGED_EPILOGUE
-          g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
-#else
-          g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
-#endif
-        });
-      });
+      g, kTransB ? kWsJobGmmKMajorB : kWsJobGmm, &t, [&] { return GmmTilesWs<T, kTransB, true>(d, g, t); },
+      [&] { return GmmTilesWs<T, kTransB, false>(d, g, t); });
 #elif HPMOE_GEMM_TMA
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
@@ -202,6 +216,72 @@ __device__ int32_t RunGmmLayout(const DeviceRank& d, uint8_t* smem, const ssc::S
   return b_k_major ? RunGmm<T, true>(d, smem, t) : RunGmm<T, false>(d, smem, t);
 }
 
+#if HPMOE_GEMM_WS
+// A weight-gradient task's tiles in one of the warp-specialised roles (RunWeightGrad has checked the task and
+// looked up k_rows, expert e's row segment per source slot): every tile, ascending by row and column tile,
+// each over the segments in slot order; kProducer issues their K steps (one thread), else the consumers
+// multiply and store them (16-byte row vectors through the staging buffer where dW is written in T).
+template <class T, bool kProducer>
+__device__ int32_t WeightGradTilesWs(const DeviceRank& d, BlockGemmWs<T, true, false>& g, const ssc::SscTask& t,
+                                     const uint64_t* k_rows) {
+  const ssc::SscTensorRef& out = t.outputs[0];
+  const uint64_t per_expert = d.slots[out.slot].dim1, n = d.slots[out.slot].cols;
+  const int64_t b0 = int64_t(out.row_offset % per_expert), wg = out.rows;
+  const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
+  // X^T: boxes of 64 columns (from b0) x 64 rows (K); dY: 64 columns x 64 rows.
+  const TmaOperand ta{d.TensorMap(t.inputs[0].slot, kBoxRows64), int32_t(b0), 0, 0};
+  const TmaOperand tb{d.TensorMap(t.inputs[1].slot, kBoxRows64), 0, 0, 0};
+  const bool issuer = g.Issuer();
+  for (int64_t m0 = 0; m0 < wg; m0 += kBM) {
+    for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
+      if (!kProducer) g.Zero();
+      for (uint32_t s = 0; s < d.cfg.ep; ++s) {
+        const int32_t r0 = int32_t(k_rows[2 * s]), r1 = int32_t(k_rows[2 * s + 1]);
+        if (r0 >= r1) continue;
+        if constexpr (kProducer) {
+          if (issuer) g.Produce(ta, tb, int32_t(m0), int32_t(n0), r0, r1);
+        } else {
+          g.template Consume<true>(r0, r1);
+        }
+      }
+      if constexpr (!kProducer) {
+        const uint64_t first = uint64_t(out.row_offset) * n;
+        if (HPMOE_GEMM_STAGED_EPILOGUE && d.dw_mode == kDwModelDtype) {
+          g.WriteStaged(d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, wg, c1);
+        } else {
+          WriteWeightGrad<T>(d, out.slot, first, [&](auto* c, auto store) {
+            g.Write(c, int64_t(n), m0, n0, wg, c1, store);
+          });
+        }
+      }
+    }
+  }
+  return 0;
+}
+
+// WS=2's producer warpgroup: one posted job's loads (WsProducerLoop), the kernels' pipeline position `pipe`
+// before and after. The job's task passed the workers' checks before they posted it.
+template <class T>
+__device__ uint32_t ProduceWsJob(const DeviceRank& d, uint8_t* smem, uint32_t kind, const void* task, uint32_t pipe) {
+  const ssc::SscTask& t = *static_cast<const ssc::SscTask*>(task);
+  auto run = [&](auto& g, auto&& walk) {
+    g.SetPipe(pipe);
+    walk();
+    return g.Pipe();
+  };
+  if (kind == kWsJobWeightGrad) {
+    BlockGemmWs<T, true, false> g(smem);
+    return run(g, [&] { WeightGradTilesWs<T, true>(d, g, t, WsBox().k_rows); });
+  }
+  if (kind == kWsJobGmmKMajorB) {
+    BlockGemmWs<T, false, true> g(smem);
+    return run(g, [&] { GmmTilesWs<T, true, true>(d, g, t); });
+  }
+  BlockGemmWs<T, false, false> g(smem);
+  return run(g, [&] { GmmTilesWs<T, false, true>(d, g, t); });
+}
+#endif
+
 // In0 and in1 are X and dY (dW = X^T dY), or, under nn.Linear's layout, dY and X (dW^T = dY^T X): the compiler
 // swaps the operands (task_access.h), so the tile is the same.
 template <class T>
@@ -223,45 +303,23 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
     return rt::kErrRegion;
   // K = expert e's rows of slots 0..ep-1, in that order (the CPU twin's order): looked up once per task.
   __shared__ uint64_t k_rows[2 * kMaxRanks];
+#if HPMOE_GEMM_WS
+  static_assert(2 * kMaxRanks <= kWsMaxSegments, "the WS=2 mailbox holds every segment");
+#endif
   const int32_t rows_err = ExpertRowsPerSlot(d, e, k_rows);
   if (rows_err != 0) return rows_err;
-  __syncthreads();
+  WorkerSync();
   auto segments = [&](auto&& f) {
     for (uint32_t s = 0; s < d.cfg.ep; ++s)
       if (k_rows[2 * s] < k_rows[2 * s + 1]) f(int32_t(k_rows[2 * s]), int32_t(k_rows[2 * s + 1]));
     return int32_t(0);
   };
 #if HPMOE_GEMM_WS
+  (void)segments;
   BlockGemmWs<T, true, false> g(smem);
-  const TmaOperand ta{d.TensorMap(x.slot, kBoxRows64), int32_t(b0), 0, 0};
-  const TmaOperand tb{d.TensorMap(dy.slot, kBoxRows64), 0, 0, 0};
-  auto walk = [&](auto&& tile) {
-    int32_t err = 0;
-    for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM)
-      for (int64_t n0 = int64_t(c0); n0 < int64_t(c1) && err == 0; n0 += kBN) err = tile(int32_t(m0), int32_t(n0));
-    return err;
-  };
-  const bool issuer = threadIdx.x == 0;
   return RunWarpSpecialised(
-      g,
-      [&] {
-        return walk([&](int32_t m0, int32_t n0) {
-          return segments([&](int32_t r0, int32_t r1) {
-            if (issuer) g.Produce(ta, tb, m0, n0, r0, r1);
-          });
-        });
-      },
-      [&] {
-        return walk([&](int32_t m0, int32_t n0) {
-          g.Zero();
-          const int32_t err = segments([&](int32_t r0, int32_t r1) { g.template Consume<true>(r0, r1); });
-          if (err != 0) return err;
-          WriteWeightGrad<T>(d, out.slot, uint64_t(out.row_offset) * n, [&](auto* c, auto store) {
-            g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), store);
-          });
-          return int32_t(0);
-        });
-      });
+      g, kWsJobWeightGrad, &t, [&] { return WeightGradTilesWs<T, true>(d, g, t, k_rows); },
+      [&] { return WeightGradTilesWs<T, false>(d, g, t, k_rows); }, k_rows, int(d.cfg.ep));
 #else
 #if HPMOE_GEMM_TMA
   BlockGemmTma<T, true, false> g(smem);

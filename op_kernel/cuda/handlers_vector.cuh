@@ -45,9 +45,9 @@ template <class Body>
 __device__ __forceinline__ void ForEachVecBatch(uint64_t r0, uint64_t r1, uint32_t vecs, Body&& body) {
   const uint32_t n = uint32_t((r1 - r0) * vecs);
   const rt::FastDivmod per_row(vecs);
-  for (uint32_t base = threadIdx.x; base < n; base += kVecUnroll * blockDim.x) {
+  for (uint32_t base = threadIdx.x; base < n; base += kVecUnroll * WorkerThreads()) {
     body([=](int q, uint64_t& row, uint64_t& col) {
-      const uint32_t i = base + q * blockDim.x;
+      const uint32_t i = base + q * WorkerThreads();
       uint32_t j, v;
       per_row.DivMod(i, &j, &v);
       row = r0 + j;
@@ -85,7 +85,7 @@ __device__ __forceinline__ void SwigluGradVec(const uint4& g, const uint4& u, co
 // a stage of one row (perhaps a piece of it) needs no division.
 template <class F>
 __device__ __forceinline__ void ForEachStagedVec(uint32_t rows, uint32_t w, const rt::FastDivmod& row_vecs, F&& f) {
-  for (uint32_t i = threadIdx.x; i < rows * (w / 8); i += blockDim.x) {
+  for (uint32_t i = threadIdx.x; i < rows * (w / 8); i += WorkerThreads()) {
     uint32_t j = 0, v = i;
     if (rows > 1) row_vecs.DivMod(i, &j, &v);
     f(j, v, j * w * 2 + v * 16);
@@ -190,11 +190,11 @@ __device__ __forceinline__ bool TokenRowsValid(const DeviceRank& d, uint64_t t0,
   const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
   const int64_t limit = int64_t(d.cfg.ep) * d.cfg.recv_rows_per_src;
   int bad = 0;
-  for (uint64_t i = t0 * d.cfg.topk + threadIdx.x; i < (t0 + tokens) * d.cfg.topk; i += blockDim.x) {
+  for (uint64_t i = t0 * d.cfg.topk + threadIdx.x; i < (t0 + tokens) * d.cfg.topk; i += WorkerThreads()) {
     const int32_t v = rows[i];
     bad |= v < 0 || v >= limit;
   }
-  return !__syncthreads_or(bad);
+  return !WorkerSyncOr(bad);
 }
 
 // The tokens of a reduction task that this launch routed (a pass of the speculative bucket routes only
@@ -227,7 +227,7 @@ __device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& re
   const uint64_t n = (span.end - span.begin) * vecs;
   if (n >= (uint64_t(1) << 31)) return rt::kErrRegion;
   const rt::FastDivmod per_token{uint32_t(vecs)};
-  for (uint32_t i = threadIdx.x; i < uint32_t(n); i += blockDim.x) {
+  for (uint32_t i = threadIdx.x; i < uint32_t(n); i += WorkerThreads()) {
     uint32_t q, r;
     per_token.DivMod(i, &q, &r);
     const uint64_t tok = span.begin + q, c = uint64_t(r) * 8;
@@ -280,7 +280,7 @@ __device__ int32_t RunTopkWeightGrad(const DeviceRank& d, const ssc::SscTask& t)
   const T* rs = d.Slot<T>(ssc::kSlotRetY);
   const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
   float* dw = d.Slot<float>(ssc::kSlotDTopkWeights);
-  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = WorkerThreads() / 32;
   // One warp per token and up to kJ of its k rows at a time, so dy's row is read once for them, not once per
   // (t, j) (DeepSeek-V3 experts at 8192 tokens: 0.73 ms per 64-token task, 93 block-ms at the start of the
   // backward, one H200 trace). Each (t, j)'s sum is unchanged: lane strides ascending, then the butterfly.
@@ -356,7 +356,7 @@ __device__ int32_t RunAdd(const DeviceRank& d, const ssc::SscTask& t) {
   if (!PlainRegion(d, a) || !PlainRegion(d, b) || !PlainRegion(d, out) || a.rows != out.rows || b.rows != out.rows ||
       a.cols != out.cols || b.cols != out.cols)
     return rt::kErrRegion;
-  for (uint64_t i = threadIdx.x; i < uint64_t(out.rows) * out.cols; i += blockDim.x) {
+  for (uint64_t i = threadIdx.x; i < uint64_t(out.rows) * out.cols; i += WorkerThreads()) {
     const uint64_t r = i / out.cols, c = i % out.cols;
     const float va = LoadAny(d, a.slot, (a.row_offset + r) * d.slots[a.slot].cols + a.col_offset + c);
     const float vb = LoadAny(d, b.slot, (b.row_offset + r) * d.slots[b.slot].cols + b.col_offset + c);
