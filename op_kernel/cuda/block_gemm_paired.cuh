@@ -17,6 +17,9 @@
 #pragma once
 
 #include "block_gemm_tma.cuh"
+#if HPMOE_GEMM_WS == 2
+#include "block_gemm_ws.cuh"
+#endif
 
 namespace hpmoe {
 namespace cuda {
@@ -58,6 +61,26 @@ __device__ __forceinline__ void MbarArriveRemote(uint32_t bar, uint32_t rank) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
 }
 
+// One K step into slot s of both blocks of the cluster, issued by one thread of block `rank`: its own A box and
+// its half of B with `.multicast::cluster`; completes on Full(s) of each block (one local arrival with the whole
+// stage's bytes; the peer's half of B arrives as bytes only). K-major B comes as the 128-line box of
+// `b.half_map` at N offset 128 * rank, MN-major B as the rank's two 64-column boxes. `g`: the block's TMA tile.
+template <class Tile>
+__device__ __forceinline__ void IssuePairedStep(Tile& g, uint32_t rank, int s, const TmaOperand& a,
+                                                const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
+  const uint32_t sa = g.smem + s * kStageBytes, sb = sa + kATileBytes, bar = g.Full(s);
+  MbarExpectTx(bar, kStageBytes);
+  g.IssueA(sa, a, bar, m0, k);
+  constexpr uint16_t kBoth = 0x3;
+  if (Tile::kBMajorK) {  // lines = N: this rank's 128 lines, 16 KB
+    const int32_t half = int32_t(rank) * (kBN / 2);
+    TmaLoadMulticast(sb + half * 128, b.half_map, bar, b.c0 + k, b.r0 + n0 + half, b.z, kBoth);
+  } else {  // lines = K: 64-column boxes 2 rank and 2 rank + 1, 8 KB each
+    for (int j = 2 * int(rank); j < 2 * int(rank) + 2; ++j)
+      TmaLoadMulticast(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * j, b.r0 + k, b.z, kBoth);
+  }
+}
+
 template <class T, bool kAColMajor, bool kBColMajor>
 struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
   using Base = BlockGemmTma<T, kAColMajor, kBColMajor>;
@@ -66,22 +89,9 @@ struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
   const uint32_t rank, peer;  // this block's rank in its cluster, and the other block's
   __device__ explicit BlockGemmPaired(uint8_t* shared) : Base(shared), rank(ClusterRank()), peer(rank ^ 1u) {}
 
-  // Thread 0 only: one K step into slot s of both blocks; completes on Full(s) of each (one local arrival with
-  // the whole stage's bytes; the peer's half of B arrives as bytes only). K-major B comes as the 128-line box
-  // of `b.half_map` at N offset 128 * rank, MN-major B as the rank's two 64-column boxes.
   __device__ void IssuePairedLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0,
                                    int32_t k) {
-    const uint32_t sa = this->smem + s * kStageBytes, sb = sa + kATileBytes, bar = this->Full(s);
-    MbarExpectTx(bar, kStageBytes);
-    this->IssueA(sa, a, bar, m0, k);
-    constexpr uint16_t kBoth = 0x3;
-    if (kBColMajor) {  // lines = N: this rank's 128 lines, 16 KB
-      const int32_t half = int32_t(rank) * (kBN / 2);
-      TmaLoadMulticast(sb + half * 128, b.half_map, bar, b.c0 + k, b.r0 + n0 + half, b.z, kBoth);
-    } else {  // lines = K: 64-column boxes 2 rank and 2 rank + 1, 8 KB each
-      for (int j = 2 * int(rank); j < 2 * int(rank) + 2; ++j)
-        TmaLoadMulticast(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * j, b.r0 + k, b.z, kBoth);
-    }
+    IssuePairedStep(*this, rank, s, a, b, m0, n0, k);
   }
 
   // K steps [k0, k1) of this block's tile at (m0, n0), the peer running the same n0, k0, k1. Block-uniform on
@@ -141,6 +151,40 @@ struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
     }
   }
 };
+
+#if HPMOE_GEMM_WS == 2
+// The paired tile in the roles of the whole launch (block_gemm_ws.cuh): each block's producer thread owns the
+// refills, so a block's consumers never wait on the peer's, only on data (session 26, the step before pairing
+// units in the op). Both blocks walk the same tiles' K steps (the same n0, K and order; their own m0) through
+// pipelines that live across tiles. The empty barriers count both blocks' 8 consumer warps (InitBarriers(16)):
+// every consumer warp releases a slot on its own block's barrier and, through `mapa`, on the peer's; a
+// producer refills a slot, which writes both blocks' copies, only once both blocks have read it. The launch
+// ends with a cluster barrier, so that no remote arrival meets an exited block.
+template <class T, bool kAColMajor, bool kBColMajor>
+struct BlockGemmWsPaired : BlockGemmWs<T, kAColMajor, kBColMajor> {
+  const uint32_t rank, peer;
+  __device__ explicit BlockGemmWsPaired(uint8_t* shared)
+      : BlockGemmWs<T, kAColMajor, kBColMajor>(shared), rank(ClusterRank()), peer(ClusterRank() ^ 1u) {}
+
+  // Producer thread: K steps [k0, k1) of this block's tile at (m0, n0), each into the next slot once both blocks
+  // have released it.
+  __device__ void ProducePaired(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
+                                int32_t k1) {
+    for (int32_t k = k0; k < k1; k += kBK) {
+      MbarWait(this->Empty(this->stage), this->phase ^ 1);
+      IssuePairedStep(*this, rank, this->stage, a, b, m0, n0, k);
+      this->Advance();
+    }
+  }
+  // Consumers: the same K steps; each warp releases a slot on both blocks.
+  __device__ void ConsumePaired(int32_t k0, int32_t k1) {
+    this->template ConsumeWith<false>(k0, k1, [&](uint32_t empty) {
+      MbarArrive(empty);
+      MbarArriveRemote(empty, peer);
+    });
+  }
+};
+#endif
 
 }  // namespace cuda
 }  // namespace hpmoe

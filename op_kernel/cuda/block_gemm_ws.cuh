@@ -141,6 +141,11 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
   // (the weight gradient's expert segment) has its lines past k1 zeroed first.
   template <bool kZeroTail>
   __device__ void Consume(int32_t k0, int32_t k1) {
+    ConsumeWith<kZeroTail>(k0, k1, [](uint32_t empty) { MbarArrive(empty); });
+  }
+  // The same, with release(empty barrier) run by one lane per warp once the warp's reads of a slot are done.
+  template <bool kZeroTail, class Release>
+  __device__ void ConsumeWith(int32_t k0, int32_t k1, Release&& release) {
     int prev = -1;
     for (int32_t k = k0; k < k1; k += kBK) {
       MbarWait(this->Full(stage), phase);
@@ -148,12 +153,12 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
         if (k1 - k < kBK) ZeroKTail(stage, k1 - k);
       this->IssueStageRows(stage, wg);
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous step's group is done
-      if (prev >= 0 && threadIdx.x % 32 == 0) MbarArrive(this->Empty(prev));
+      if (prev >= 0 && threadIdx.x % 32 == 0) release(this->Empty(prev));
       prev = stage;
       Advance();
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    if (prev >= 0 && threadIdx.x % 32 == 0) MbarArrive(this->Empty(prev));
+    if (prev >= 0 && threadIdx.x % 32 == 0) release(this->Empty(prev));
   }
 
   // Consumers: lines [valid, kBK) of slot s zeroed by the 256 consumer threads, both warpgroups done before

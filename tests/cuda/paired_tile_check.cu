@@ -13,6 +13,7 @@
 #include <cstring>
 #include <algorithm>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "gemm_variant.h"
@@ -31,6 +32,51 @@ namespace {
 // band per SM (66 clusters on an H200), 16 column tiles, K = 4096: the tile's own rate, solo against paired.
 int M = 512, N = 512, K = 600;
 
+#if HPMOE_GEMM_WS == 2
+// Built with HPMOE_GEMM_WS=2 (hpmoe_ws_paired_tile_check): the tiles in the roles of the whole launch, as the
+// worker kernel runs them (block_gemm_ws.cuh): threads 256.. produce (one issues), 0..255 consume, each role
+// with its setmaxnreg budget; the pipeline lives across the band's tiles. Solo: BlockGemmWs; paired:
+// BlockGemmWsPaired, the producer owning the cross-block refills.
+constexpr uint32_t kTileSmemBytes = kGemmWsSmemBytes;
+template <bool kTransB, bool kPaired>
+__global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, const void* map_b, const void* map_b_half,
+                                                          T* c, int32_t M, int32_t N, int32_t K) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const TmaOperand a{map_a, 0, 0, 0};
+  const TmaOperand b{map_b, 0, 0, 0, 0, map_b_half};
+  const int32_t m0 = int32_t(blockIdx.x) * kBM;
+  using Gemm = std::conditional_t<kPaired, BlockGemmWsPaired<T, false, kTransB>, BlockGemmWs<T, false, kTransB>>;
+  if (threadIdx.x == 0) {
+    BlockGemmTma<T, false, kTransB>(smem).InitBarriers((kPaired ? 2 : 1) * kWsConsumerWarps);
+    WsBox().pipe = 0;
+  }
+  __syncthreads();
+  if constexpr (kPaired) ClusterSync();  // the peer's barriers are initialised before any copy or arrival
+  Gemm g(smem);
+  if (g.Producer()) {
+    SetMaxRegsDec<kWsProducerRegs>();
+    if (g.Issuer())
+      for (int32_t n0 = 0; n0 < N; n0 += kBN) {
+        if constexpr (kPaired) g.ProducePaired(a, b, m0, n0, 0, K);
+        else g.Produce(a, b, m0, n0, 0, K);
+      }
+    NamedBarrier<kBarRegsBack, kThreads>();  // asleep until the consumers gave theirs back (block_gemm_ws.cuh)
+    SetMaxRegsInc<kWsBaseRegs>();
+  } else {
+    SetMaxRegsInc<kWsConsumerRegs>();
+    for (int32_t n0 = 0; n0 < N; n0 += kBN) {
+      g.Zero();
+      if constexpr (kPaired) g.ConsumePaired(0, K);
+      else g.template Consume<false>(0, K);
+      g.WriteStaged(c, N, m0, n0, M, N);
+    }
+    SetMaxRegsDec<kWsBaseRegs>();
+    NamedBarrierArrive<kBarRegsBack, kThreads>();
+  }
+  if constexpr (kPaired) ClusterSync();  // no remote arrival meets an exited block
+}
+#else
+constexpr uint32_t kTileSmemBytes = kGemmTmaSmemBytes;
 template <bool kTransB, bool kPaired>
 __global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, const void* map_b, const void* map_b_half,
                                                           T* c, int32_t M, int32_t N, int32_t K) {
@@ -54,6 +100,7 @@ __global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, con
     }
   }
 }
+#endif
 
 // A launch of `blocks` tile blocks in clusters of `cluster` (the attribute lives in `attr`, which must outlive
 // the launch).
@@ -61,7 +108,7 @@ cudaLaunchConfig_t TileLaunch(int blocks, unsigned cluster, cudaLaunchAttribute*
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(blocks);
   cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = kGemmTmaSmemBytes;
+  cfg.dynamicSmemBytes = kTileSmemBytes;
   *attr = {};
   attr->id = cudaLaunchAttributeClusterDimension;
   attr->val.clusterDim.x = cluster;
@@ -74,7 +121,7 @@ cudaLaunchConfig_t TileLaunch(int blocks, unsigned cluster, cudaLaunchAttribute*
 template <bool kTransB, bool kPaired>
 bool Launch(const CUtensorMap* maps, T* c, float* ms = nullptr) {
   auto kernel = TileKernel<kTransB, kPaired>;
-  if (!Ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kGemmTmaSmemBytes), "smem attribute"))
+  if (!Ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileSmemBytes), "smem attribute"))
     return false;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = TileLaunch(M / kBM, kPaired ? 2 : 1, &attr);
@@ -174,7 +221,7 @@ int main(int argc, char** argv) {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = TileLaunch(prop.multiProcessorCount & ~1, 2, &attr);
     auto kernel = TileKernel<false, true>;
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kGemmTmaSmemBytes);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kTileSmemBytes);
     int clusters = 0;
     if (!Ok(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg), "cudaOccupancyMaxActiveClusters")) return 1;
     const int bands = argc > 2 ? std::atoi(argv[2]) : std::min(prop.multiProcessorCount & ~1, 2 * clusters);
