@@ -33,11 +33,11 @@ namespace {
 int M = 512, N = 512, K = 600;
 
 #if HPMOE_GEMM_WS == 2
-// Built with HPMOE_GEMM_WS=2 (hpmoe_ws_paired_tile_check): the tiles in the roles of the whole launch, as the
-// worker kernel runs them (block_gemm_ws.cuh): threads 256.. produce (one issues), 0..255 consume, each role
-// with its setmaxnreg budget; the pipeline lives across the band's tiles. Solo: BlockGemmWs; paired:
-// BlockGemmWsPaired, the producer owning the cross-block refills.
 constexpr uint32_t kTileSmemBytes = kGemmWsSmemBytes;
+#else
+constexpr uint32_t kTileSmemBytes = kGemmTmaSmemBytes;
+#endif
+
 template <bool kTransB, bool kPaired>
 __global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, const void* map_b, const void* map_b_half,
                                                           T* c, int32_t M, int32_t N, int32_t K) {
@@ -45,6 +45,11 @@ __global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, con
   const TmaOperand a{map_a, 0, 0, 0};
   const TmaOperand b{map_b, 0, 0, 0, 0, map_b_half};
   const int32_t m0 = int32_t(blockIdx.x) * kBM;
+#if HPMOE_GEMM_WS == 2
+  // Built with HPMOE_GEMM_WS=2 (hpmoe_ws_paired_tile_check): the tiles in the roles of the whole launch, as the
+  // worker kernel runs them (block_gemm_ws.cuh): threads 256.. produce (one issues), 0..255 consume, each role
+  // with its setmaxnreg budget; the pipeline lives across the band's tiles. Solo: BlockGemmWs; paired:
+  // BlockGemmWsPaired, the producer owning the cross-block refills.
   using Gemm = std::conditional_t<kPaired, BlockGemmWsPaired<T, false, kTransB>, BlockGemmWs<T, false, kTransB>>;
   if (threadIdx.x == 0) {
     BlockGemmTma<T, false, kTransB>(smem).InitBarriers((kPaired ? 2 : 1) * kWsConsumerWarps);
@@ -74,16 +79,7 @@ __global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, con
     NamedBarrierArrive<kBarRegsBack, kThreads>();
   }
   if constexpr (kPaired) ClusterSync();  // no remote arrival meets an exited block
-}
 #else
-constexpr uint32_t kTileSmemBytes = kGemmTmaSmemBytes;
-template <bool kTransB, bool kPaired>
-__global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, const void* map_b, const void* map_b_half,
-                                                          T* c, int32_t M, int32_t N, int32_t K) {
-  extern __shared__ __align__(1024) uint8_t smem[];
-  const TmaOperand a{map_a, 0, 0, 0};
-  const TmaOperand b{map_b, 0, 0, 0, 0, map_b_half};
-  const int32_t m0 = int32_t(blockIdx.x) * kBM;
   if constexpr (kPaired) {
     BlockGemmPaired<T, false, kTransB> g(smem);
     for (int32_t n0 = 0; n0 < N; n0 += kBN) {
@@ -99,8 +95,8 @@ __global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, con
       g.WriteStaged(c, N, m0, n0, M, N);
     }
   }
-}
 #endif
+}
 
 // A launch of `blocks` tile blocks in clusters of `cluster` (the attribute lives in `attr`, which must outlive
 // the launch).
