@@ -176,16 +176,11 @@ struct BlockGemmWsPaired : BlockGemmWs<T, kAColMajor, kBColMajor> {
       this->Advance();
     }
   }
-  // Consumers: the same K steps; each warp releases a slot on both blocks while a refill of it follows in the
-  // unit (`later`: the unit's steps after these). The unit's last kStages slots are not released: no remote
-  // arrival is left in flight when it ends, so the next task may initialise the barriers again.
-  __device__ void ConsumePaired(int32_t k0, int32_t k1, int32_t later) {
-    int32_t left = (k1 - k0 + kBK - 1) / kBK + later;  // steps from this one to the unit's end
+  // Consumers: the same K steps; each warp releases a slot on both blocks.
+  __device__ void ConsumePaired(int32_t k0, int32_t k1) {
     this->template ConsumeWith<false>(k0, k1, [&](uint32_t empty) {
-      if (--left >= kStages) {
-        MbarArrive(empty);
-        MbarArriveRemote(empty, peer);
-      }
+      MbarArrive(empty);
+      MbarArriveRemote(empty, peer);
     });
   }
 };

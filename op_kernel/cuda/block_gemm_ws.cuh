@@ -75,22 +75,11 @@ __device__ __forceinline__ void NamedBarrierArrive() {
 // WS=2: what the workers tell the producer. Written by the workers between kBarWsIdle (the producer is done
 // with the previous job) and kBarWsPosted (this one is posted), read by the producer until its next
 // kBarWsIdle arrival; `pipe` (the consumers' pipeline position, BlockGemmWs::Pipe) only by the workers.
-// The *Paired kinds (HPMOE_GEMM_PAIRS) are GMM units run as paired tiles with the cluster's other block.
-enum WsJobKind : uint32_t {
-  kWsJobNone = 0,
-  kWsJobGmm,
-  kWsJobGmmKMajorB,
-  kWsJobWeightGrad,
-  kWsJobGmmPaired,
-  kWsJobGmmKMajorBPaired,
-  kWsJobExit
-};
+enum WsJobKind : uint32_t { kWsJobNone = 0, kWsJobGmm, kWsJobGmmKMajorB, kWsJobWeightGrad, kWsJobExit };
 constexpr int kWsMaxSegments = 16;  // the weight gradient's K segments, [begin, end) per source slot
 struct WsMailbox {
   uint32_t kind;
-  uint32_t restart;  // the job starts the pipeline afresh at slot 0 (its barriers were initialised again)
   uint32_t pipe;
-  uint32_t paired;   // the barriers count both blocks' warps (a paired unit ran): start afresh before a solo task
   const void* task;  // the SSC task record (global memory)
   uint64_t k_rows[kWsMaxSegments];
 };
@@ -237,43 +226,20 @@ template <class T>
 __device__ __forceinline__ void WsInitPipeline(uint8_t* shared) {
   BlockGemmTma<T, false, false>(shared).InitBarriers(kWsConsumerWarps);
   WsBox().pipe = 0;
-  WsBox().paired = 0;
 }
 
-// Workers, all 256: wait until the producer is done with the previous job (its walk, hence every load it
-// issued; the workers have consumed them all), so the mailbox and the pipeline are free.
-__device__ __forceinline__ void WsAwaitProducer() { NamedBarrier<kBarWsIdle, kThreads>(); }
-
-// Workers, all 256, after WsAwaitProducer: post a job. k_rows: `segments` pairs (the weight gradient's), copied
-// into the mailbox, since the task's own array is rewritten by the next task.
-__device__ __forceinline__ void WsHandOver(uint32_t kind, const void* task, bool restart,
-                                           const uint64_t* k_rows = nullptr, int segments = 0) {
+// Workers, all 256: post a job once the producer is done with the previous one. k_rows: `segments` pairs (the
+// weight gradient's), copied into the mailbox, since the task's own array is rewritten by the next task.
+__device__ __forceinline__ void WsPost(uint32_t kind, const void* task, const uint64_t* k_rows = nullptr,
+                                       int segments = 0) {
+  NamedBarrier<kBarWsIdle, kThreads>();
   WsMailbox& box = WsBox();
   if (threadIdx.x == 0) {
     box.kind = kind;
     box.task = task;
-    box.restart = restart;
   }
   if (int(threadIdx.x) < 2 * segments) box.k_rows[threadIdx.x] = k_rows[threadIdx.x];
   NamedBarrierArrive<kBarWsPosted, kThreads>();
-}
-
-__device__ __forceinline__ void WsPost(uint32_t kind, const void* task, const uint64_t* k_rows = nullptr,
-                                       int segments = 0) {
-  WsAwaitProducer();
-  WsHandOver(kind, task, false, k_rows, segments);
-}
-
-// Workers, all 256, with the producer idle and every slot drained: the barriers initialised again, freeing a
-// slot after `arrivals` warps (8: this block's; 16: both blocks' for a paired unit), the pipeline at slot 0.
-template <class Gemm>
-__device__ __forceinline__ void WsRestartPipeline(Gemm& g, uint32_t arrivals) {
-  if (threadIdx.x == 0) {
-    g.InitBarriers(arrivals);
-    WsBox().paired = arrivals != kWsConsumerWarps;
-  }
-  WorkerSync();
-  g.SetPipe(0);
 }
 
 // The producer warpgroup, for the whole launch: run(kind, task, pipe) walks each posted job's tiles, issuing
@@ -287,7 +253,6 @@ __device__ void WsProducerLoop(Run&& run) {
     const WsMailbox& box = WsBox();
     const uint32_t kind = box.kind;
     if (kind == kWsJobExit) return;
-    if (box.restart) pipe = 0;
     if (kind != kWsJobNone) pipe = run(kind, box.task, pipe);
     NamedBarrierArrive<kBarWsIdle, kThreads>();
   }
@@ -304,11 +269,7 @@ __device__ int32_t RunWarpSpecialised(Gemm& g, uint32_t kind, const void* task, 
                                       Consumer&& consumer, const uint64_t* k_rows = nullptr, int segments = 0) {
 #if HPMOE_GEMM_WS == 2
   (void)producer;
-  // After a paired unit (HPMOE_GEMM_PAIRS): read before the barrier, after which thread 0 may rewrite it.
-  const bool restart = HPMOE_GEMM_PAIRS && WsBox().paired != 0;
-  WsAwaitProducer();
-  if (restart) WsRestartPipeline(g, kWsConsumerWarps);
-  WsHandOver(kind, task, restart, k_rows, segments);
+  WsPost(kind, task, k_rows, segments);
   const int32_t err = consumer();
   if (threadIdx.x == 0) WsBox().pipe = g.Pipe();  // every worker read it when it built g, before the post
   return err;

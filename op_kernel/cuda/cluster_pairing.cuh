@@ -216,9 +216,9 @@ __device__ inline int32_t CommitPair(const DeviceRank& d) {
     StoreRemoteRelease(&g_pair.commit_seq, ClusterRank() ^ 1u, g_pair.round);
     status = WaitPeer(d, &g_pair.commit_seq, g_pair.round);
   }
-  WorkerSync();
+  __syncthreads();
   const int32_t st = status;
-  WorkerSync();
+  __syncthreads();
   return st;
 }
 

@@ -94,9 +94,6 @@
 // 0 (the default): every block claims alone.
 #define HPMOE_GEMM_PAIRS 0
 #endif
-#if HPMOE_GEMM_PAIRS && HPMOE_GEMM_WS == 1
-#error "paired units run on the 256-thread tile or, with HPMOE_GEMM_WS=2, on the roles of the whole launch"
-#endif
 // HPMOE_EXPERIMENT_PROFILE=1: per-phase cycles of the GMM tiles, printed per launch (tile_profile.cuh).
 
 namespace hpmoe {

@@ -14,9 +14,6 @@
 #endif
 #if HPMOE_GEMM_WS
 #include "block_gemm_ws.cuh"
-#if HPMOE_GEMM_PAIRS
-#include "cluster_pairing.cuh"
-#endif
 #elif HPMOE_GEMM_TMA
 #include "block_gemm_tma.cuh"
 #if HPMOE_GEMM_PAIRS
@@ -94,10 +91,9 @@ __device__ __forceinline__ void WriteWeightGrad(const DeviceRank& d, uint32_t sl
 #if HPMOE_GEMM_WS
 // A GMM task's tiles in one of the warp-specialised roles (RunGmm has checked the task): every tile, ascending
 // by expert segment, row tile and column tile; kProducer issues their K steps (one thread), else the consumers
-// multiply and store them. kPaired (Gemm = BlockGemmWsPaired): the unit runs beside the cluster's other block,
-// on the same B (one expert segment, cluster_pairing.cuh's PairedWithPeer).
-template <class T, bool kTransB, bool kProducer, bool kPaired = false, class Gemm>
-__device__ int32_t GmmTilesWs(const DeviceRank& d, Gemm& g, const ssc::SscTask& t) {
+// multiply and store them.
+template <class T, bool kTransB, bool kProducer>
+__device__ int32_t GmmTilesWs(const DeviceRank& d, BlockGemmWs<T, false, kTransB>& g, const ssc::SscTask& t) {
   const ssc::SscTensorRef& in = t.inputs[0];
   const ssc::SscTensorRef& w = t.inputs[1];
   const ssc::SscTensorRef& out = t.outputs[0];
@@ -108,28 +104,16 @@ __device__ int32_t GmmTilesWs(const DeviceRank& d, Gemm& g, const ssc::SscTask& 
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
   T* y = d.Slot<T>(out.slot);
   const bool issuer = g.Issuer();
-  const int32_t steps = int32_t((k + kBK - 1) / kBK);
   return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
     const int64_t m = int64_t(r1 - r0);
-    // Rows past the segment are the next expert's (or zero-filled): they only reach rows never stored. A
-    // paired K-major B comes in two 128-line boxes, one per block.
-    TmaOperand b{map_b, 0, 0, int32_t(e)};
-    if (kPaired && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
     for (int64_t m0 = 0; m0 < m; m0 += kBM) {
       for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
         if constexpr (kProducer) {
-          if constexpr (kPaired) {
-            if (issuer) g.ProducePaired({map_a, 0, int32_t(r0), 0}, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
-          } else {
-            if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
-          }
+          // Rows past the segment are the next expert's (or zero-filled): they only reach rows never stored.
+          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), 0, int32_t(k));
         } else {
           g.Zero();
-          if constexpr (kPaired) {  // one row tile (PairedWithPeer): the steps after this tile's are the later columns'
-            g.ConsumePaired(0, int32_t(k), int32_t((c1 - n0 - 1) / kBN) * steps);
-          } else {
-            g.template Consume<false>(0, int32_t(k));
-          }
+          g.template Consume<false>(0, int32_t(k));
 #if HPMOE_GEMM_STAGED_EPILOGUE
           g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
 #else
@@ -160,23 +144,6 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   const T* weights = d.Slot<T>(w.slot);
 #if HPMOE_GEMM_WS
   (void)x, (void)weights, (void)y;
-#if HPMOE_GEMM_PAIRS
-  if (PairedWithPeer(d, t)) {  // the cluster's other block runs a unit on the same B beside this one
-    BlockGemmWsPaired<T, false, kTransB> g(smem);
-    WsAwaitProducer();
-    WsRestartPipeline(g, 2 * kWsConsumerWarps);  // both blocks at slot 0, each slot freed by both
-    const int32_t st = CommitPair(d);  // and the peer's barriers too, before any copy or arrival reaches them
-    if (st != rt::kOk) {
-      WsHandOver(kWsJobNone, &t, true);
-      return st;
-    }
-    if (threadIdx.x == 0) PairProfileAdd(kPairTiled);
-    WsHandOver(kTransB ? kWsJobGmmKMajorBPaired : kWsJobGmmPaired, &t, true);
-    const int32_t err = GmmTilesWs<T, kTransB, false, true>(d, g, t);
-    if (threadIdx.x == 0) WsBox().pipe = g.Pipe();
-    return err;
-  }
-#endif
   BlockGemmWs<T, false, kTransB> g(smem);
   return RunWarpSpecialised(
       g, kTransB ? kWsJobGmmKMajorB : kWsJobGmm, &t, [&] { return GmmTilesWs<T, kTransB, true>(d, g, t); },
@@ -310,16 +277,6 @@ __device__ uint32_t ProduceWsJob(const DeviceRank& d, uint8_t* smem, uint32_t ki
     BlockGemmWs<T, false, true> g(smem);
     return run(g, [&] { GmmTilesWs<T, true, true>(d, g, t); });
   }
-#if HPMOE_GEMM_PAIRS
-  if (kind == kWsJobGmmPaired) {
-    BlockGemmWsPaired<T, false, false> g(smem);
-    return run(g, [&] { GmmTilesWs<T, false, true, true>(d, g, t); });
-  }
-  if (kind == kWsJobGmmKMajorBPaired) {
-    BlockGemmWsPaired<T, false, true> g(smem);
-    return run(g, [&] { GmmTilesWs<T, true, true, true>(d, g, t); });
-  }
-#endif
   BlockGemmWs<T, false, false> g(smem);
   return run(g, [&] { GmmTilesWs<T, false, true>(d, g, t); });
 }
