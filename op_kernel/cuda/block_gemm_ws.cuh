@@ -33,10 +33,9 @@ constexpr uint32_t kWsBaseRegs = 168;
 constexpr uint32_t kWsProducerRegs = HPMOE_WS_PRODUCER_REGS;
 constexpr uint32_t kWsConsumerRegs = (384 * kWsBaseRegs - 128 * kWsProducerRegs) / 256 / 8 * 8;
 static_assert(128 * kWsProducerRegs + 256 * kWsConsumerRegs <= 384 * kWsBaseRegs, "the register pool balances");
-static_assert(kThreads == 384 || !HPMOE_GEMM_WS || (HPMOE_GEMM_WS == 2 && kThreads == 288),
-              "one producer warpgroup (or, WS=2, warp) and two consumer warpgroups");
-// WS=2 with a producer warpgroup moves registers between the roles; a 288-thread block has 224 for every thread.
-constexpr bool kWsSetMaxRegs = kThreads == 384;
+// (A 288-thread block, one producer warp and no setmaxnreg, gets no more than 168 registers either: nine warps
+// put three on one SM sub-partition of 16384 registers; session 26.)
+static_assert(kThreads == 384 || !HPMOE_GEMM_WS, "one producer and two consumer warpgroups");
 // The producer warpgroup, and the first consumer thread: WS=2 keeps the workers at threads 0..255, so every
 // handler's thread indices are the 256-thread block's.
 constexpr int kWsProducerWg = HPMOE_GEMM_WS == 2 ? 2 : 0;

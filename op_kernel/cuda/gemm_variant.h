@@ -99,13 +99,7 @@
 namespace hpmoe {
 namespace cuda {
 
-#ifndef HPMOE_WS_PRODUCER_THREADS
-// HPMOE_GEMM_WS=2: the producer is one warpgroup (128, registers moved to the workers by setmaxnreg) or one
-// warp (32: a 288-thread block, 224 registers for every thread, no setmaxnreg).
-#define HPMOE_WS_PRODUCER_THREADS 128
-#endif
-// Threads per worker block (both roles).
-constexpr uint32_t kThreads = HPMOE_GEMM_WS == 2 ? 256 + HPMOE_WS_PRODUCER_THREADS : HPMOE_GEMM_WS ? 384 : 256;
+constexpr uint32_t kThreads = HPMOE_GEMM_WS ? 384 : 256;  // threads per worker block (both roles)
 
 }  // namespace cuda
 }  // namespace hpmoe

@@ -117,12 +117,12 @@ __device__ __forceinline__ void RunWorker(const DeviceRank& d, uint8_t* smem) {
   if (threadIdx.x == 0) WsInitPipeline<T>(smem);
   __syncthreads();  // the block's last: from here on the workers meet at WorkerSync
   if (threadIdx.x >= kWorkerThreads) {
-    if constexpr (kWsSetMaxRegs) SetMaxRegsDec<kWsProducerRegs>();
+    SetMaxRegsDec<kWsProducerRegs>();
     WsProducerLoop([&](uint32_t kind, const void* task, uint32_t pipe) { return ProduceWsJob<T>(d, smem, kind, task, pipe); });
-    if constexpr (kWsSetMaxRegs) SetMaxRegsInc<kWsBaseRegs>();  // the workers gave theirs back before the exit job
+    SetMaxRegsInc<kWsBaseRegs>();  // the workers gave theirs back before the exit job
     return;
   }
-  if constexpr (kWsSetMaxRegs) SetMaxRegsInc<kWsConsumerRegs>();
+  SetMaxRegsInc<kWsConsumerRegs>();
 #endif
   CudaSync sync(d);
   CudaHandlers<T, kFusedSwiglu> handlers(d, sync, smem);
@@ -131,7 +131,7 @@ __device__ __forceinline__ void RunWorker(const DeviceRank& d, uint8_t* smem) {
   const int32_t st = rt::RunWorkerQueue(d.program, queue, sync, handlers, report);
   ProfileBlockEnd(stamp);
 #if HPMOE_GEMM_WS == 2
-  if constexpr (kWsSetMaxRegs) SetMaxRegsDec<kWsBaseRegs>();  // a closed region: ptxas allocates it at its budget
+  SetMaxRegsDec<kWsBaseRegs>();  // a closed region: ptxas allocates it at its budget
   WsPost(kWsJobExit, nullptr);  // whatever the status: the producer sleeps until told
 #endif
   // A handler failure stops the group; a timeout already did (CudaSync::Wait), an abort was caused by another.
