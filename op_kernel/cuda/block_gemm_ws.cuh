@@ -25,9 +25,10 @@ namespace hpmoe {
 namespace cuda {
 
 #ifndef HPMOE_WS_PRODUCER_REGS
-// WS=1: 40 spilled in the producer's K loop (SASS); 72 and 104 did not, 104 measured faster. WS=2: 72, which
-// leaves the workers 216 (their handlers ran at up to 255 in the 256-thread block; session 26).
-#define HPMOE_WS_PRODUCER_REGS (HPMOE_GEMM_WS == 2 ? 72 : 104)
+// WS=1: 40 spilled in the producer's K loop (SASS); 72 and 104 did not, 104 measured faster. WS=2: 40, which
+// leaves the workers 232 (their handlers ran at up to 255 in the 256-thread block): against 72 / 216, Qwen3-235B
+// +2% instead of +5-7% over the default build, the other shapes on par either way (session 26).
+#define HPMOE_WS_PRODUCER_REGS (HPMOE_GEMM_WS == 2 ? 40 : 104)
 #endif
 constexpr uint32_t kWsBaseRegs = 168;
 constexpr uint32_t kWsProducerRegs = HPMOE_WS_PRODUCER_REGS;

@@ -15,9 +15,9 @@
 // at the same rate, and every other handler, held to 168 registers by the 384-thread block, got slower, so
 // the whole op is 3-13% slower with it.
 // 2: the roles for the whole launch (block_gemm_ws.cuh): warpgroups 0-1 run the worker loop and every handler
-// at 216 registers, warpgroup 2 issues the GMM tiles' loads; bitwise the default, on par with it at DeepSeek-V3
-// and Mixtral, 6% slower at Qwen3-235B-A22B (session 26, docs/cuda.md "Roles for the whole launch"); no fused
-// SwiGLU tiles yet. The platform for multicast without per-step lockstep.
+// at 232 registers, warpgroup 2 issues the GMM tiles' loads; bitwise the default, on par with it at DeepSeek-V3
+// and Mixtral, 2% slower at Qwen3-235B-A22B (session 26, docs/cuda.md "Roles for the whole launch"); no fused
+// SwiGLU tiles yet. The platform for multicast without per-step lockstep (BlockGemmWsPaired).
 #define HPMOE_GEMM_WS 0
 #endif
 #if HPMOE_GEMM_WS && !HPMOE_GEMM_TMA
@@ -93,6 +93,9 @@
 // par so far (session 13: Mixtral-8x22B 31.65 / 31.70 ms, Mixtral-8x7B 17.34 / 17.46, DBRX 39.77 / 38.51);
 // 0 (the default): every block claims alone.
 #define HPMOE_GEMM_PAIRS 0
+#endif
+#if HPMOE_GEMM_PAIRS && HPMOE_GEMM_WS
+#error "paired pool units run on the 256-thread tile only (session 26 measured them on HPMOE_GEMM_WS=2: slower)"
 #endif
 // HPMOE_EXPERIMENT_PROFILE=1: per-phase cycles of the GMM tiles, printed per launch (tile_profile.cuh).
 
