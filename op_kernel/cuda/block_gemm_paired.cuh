@@ -64,15 +64,16 @@ __device__ __forceinline__ void MbarArriveRemote(uint32_t bar, uint32_t rank) {
 // One K step into slot s of both blocks of the cluster, issued by one thread of block `rank`: its own A box and
 // its half of B with `.multicast::cluster`; completes on Full(s) of each block (one local arrival with the whole
 // stage's bytes; the peer's half of B arrives as bytes only). K-major B comes as the 128-line box of
-// `b.half_map` at N offset 128 * rank, MN-major B as the rank's two 64-column boxes. `g`: the block's TMA tile.
-template <class Tile>
+// `b.half_map` at N offset 128 * rank, MN-major B as the rank's two 64-column boxes. `g`: the block's TMA tile,
+// whose B is K-major when kBColMajor.
+template <bool kBColMajor, class Tile>
 __device__ __forceinline__ void IssuePairedStep(Tile& g, uint32_t rank, int s, const TmaOperand& a,
                                                 const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
   const uint32_t sa = g.smem + s * kStageBytes, sb = sa + kATileBytes, bar = g.Full(s);
   MbarExpectTx(bar, kStageBytes);
   g.IssueA(sa, a, bar, m0, k);
   constexpr uint16_t kBoth = 0x3;
-  if (Tile::kBMajorK) {  // lines = N: this rank's 128 lines, 16 KB
+  if (kBColMajor) {  // lines = N: this rank's 128 lines, 16 KB
     const int32_t half = int32_t(rank) * (kBN / 2);
     TmaLoadMulticast(sb + half * 128, b.half_map, bar, b.c0 + k, b.r0 + n0 + half, b.z, kBoth);
   } else {  // lines = K: 64-column boxes 2 rank and 2 rank + 1, 8 KB each
@@ -91,7 +92,7 @@ struct BlockGemmPaired : BlockGemmTma<T, kAColMajor, kBColMajor> {
 
   __device__ void IssuePairedLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0,
                                    int32_t k) {
-    IssuePairedStep(*this, rank, s, a, b, m0, n0, k);
+    IssuePairedStep<kBColMajor>(*this, rank, s, a, b, m0, n0, k);
   }
 
   // K steps [k0, k1) of this block's tile at (m0, n0), the peer running the same n0, k0, k1. Block-uniform on
@@ -172,7 +173,7 @@ struct BlockGemmWsPaired : BlockGemmWs<T, kAColMajor, kBColMajor> {
                                 int32_t k1) {
     for (int32_t k = k0; k < k1; k += kBK) {
       MbarWait(this->Empty(this->stage), this->phase ^ 1);
-      IssuePairedStep(*this, rank, this->stage, a, b, m0, n0, k);
+      IssuePairedStep<kBColMajor>(*this, rank, this->stage, a, b, m0, n0, k);
       this->Advance();
     }
   }

@@ -105,7 +105,6 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
 #else
   static constexpr int kBBoxesMnMajor = kBN / 64;
 #endif
-  static constexpr bool kBMajorK = kBColMajor;  // B's lines are N (K-major B)
   static constexpr bool kHalfKMajorB = HPMOE_EXPERIMENT_HALF_B == 2 && kBColMajor;
   static constexpr uint32_t kStepBytes = kBColMajor ? kStageBytes : kATileBytes + kBBoxesMnMajor * kBK * 128;
 

@@ -216,6 +216,16 @@ __device__ int32_t RunGmmLayout(const DeviceRank& d, uint8_t* smem, const ssc::S
   return b_k_major ? RunGmm<T, true>(d, smem, t) : RunGmm<T, false>(d, smem, t);
 }
 
+// f(begin, end) for each non-empty K segment of a weight-gradient task (expert e's rows of source slot s,
+// [k_rows[2 s], k_rows[2 s + 1]), ExpertRowsPerSlot), slots in order. Returns 0. (The slot count is read
+// from d per segment, not held in a register across the caller's K loops.)
+template <class F>
+__device__ __forceinline__ int32_t ForEachKSegment(const DeviceRank& d, const uint64_t* k_rows, F&& f) {
+  for (uint32_t s = 0; s < d.cfg.ep; ++s)
+    if (k_rows[2 * s] < k_rows[2 * s + 1]) f(int32_t(k_rows[2 * s]), int32_t(k_rows[2 * s + 1]));
+  return int32_t(0);
+}
+
 #if HPMOE_GEMM_WS
 // A weight-gradient task's tiles in one of the warp-specialised roles (RunWeightGrad has checked the task and
 // looked up k_rows, expert e's row segment per source slot): every tile, ascending by row and column tile,
@@ -235,15 +245,13 @@ __device__ int32_t WeightGradTilesWs(const DeviceRank& d, BlockGemmWs<T, true, f
   for (int64_t m0 = 0; m0 < wg; m0 += kBM) {
     for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
       if (!kProducer) g.Zero();
-      for (uint32_t s = 0; s < d.cfg.ep; ++s) {
-        const int32_t r0 = int32_t(k_rows[2 * s]), r1 = int32_t(k_rows[2 * s + 1]);
-        if (r0 >= r1) continue;
+      ForEachKSegment(d, k_rows, [&](int32_t r0, int32_t r1) {
         if constexpr (kProducer) {
           if (issuer) g.Produce(ta, tb, int32_t(m0), int32_t(n0), r0, r1);
         } else {
           g.template Consume<true>(r0, r1);
         }
-      }
+      });
       if constexpr (!kProducer) {
         const uint64_t first = uint64_t(out.row_offset) * n;
         if (HPMOE_GEMM_STAGED_EPILOGUE && d.dw_mode == kDwModelDtype) {
@@ -309,11 +317,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   const int32_t rows_err = ExpertRowsPerSlot(d, e, k_rows);
   if (rows_err != 0) return rows_err;
   WorkerSync();
-  auto segments = [&](auto&& f) {
-    for (uint32_t s = 0; s < d.cfg.ep; ++s)
-      if (k_rows[2 * s] < k_rows[2 * s + 1]) f(int32_t(k_rows[2 * s]), int32_t(k_rows[2 * s + 1]));
-    return int32_t(0);
-  };
+  auto segments = [&](auto&& f) { return ForEachKSegment(d, k_rows, f); };
 #if HPMOE_GEMM_WS
   (void)segments;
   BlockGemmWs<T, true, false> g(smem);
