@@ -39,8 +39,8 @@ __device__ __forceinline__ uint4 LoadRaw(const void* p) { return __ldcg(reinterp
 // body(at) where at(q, &row, &col) gives the row and first column of vector q of this thread's batch and
 // returns whether it exists (recomputed at each use rather than held: the kernel's spill stores 1000 -> 912
 // bytes).
-// Every vector is visited once (element-wise work: the order changes no result). A range is one row tile,
-// so its vector count fits 31 bits (FastDivmod's range).
+// Every vector is visited once (element-wise work: the order changes no result). The vector count fits 31 bits
+// (FastDivmod's range): SwigluBlockOf refuses a larger block (rt::VectorsFit31).
 template <class Body>
 __device__ __forceinline__ void ForEachVecBatch(uint64_t r0, uint64_t r1, uint32_t vecs, Body&& body) {
   const uint32_t n = uint32_t((r1 - r0) * vecs);

@@ -35,6 +35,11 @@ HPMOE_DEVICE bool HalvesOf(const HPMOE_GM ssc::SscTensorRef& gate, const HPMOE_G
          up->col_offset == inter + c0 && up->cols == cols;
 }
 
+// Whether a block's 8-element vectors can be counted in 31 bits, as the CUDA handlers' element loops do
+// (FastDivmod's range): a row tile is far below; a region of 2^31 vectors (32 GiB of bf16) is refused, not
+// wrapped.
+HPMOE_DEVICE bool VectorsFit31(const SwigluBlock& b) { return b.rows * ((b.cols + 7) / 8) < (uint64_t(1) << 31); }
+
 // SWIGLU: false when the regions form neither shape (the handler returns kErrRegion).
 HPMOE_DEVICE bool SwigluBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t inter, SwigluBlock* b) {
   const HPMOE_GM ssc::SscTensorRef& h = t.inputs[0];
@@ -42,7 +47,7 @@ HPMOE_DEVICE bool SwigluBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t inter, 
   const bool split = t.inputs[1].slot == ssc::kSlotH;
   *b = BlockOf(out);
   return h.slot == ssc::kSlotH && out.slot == ssc::kSlotA && t.outputs[1].slot == ssc::kNoSlot && b->cols > 0 &&
-         b->c0 + b->cols <= inter && SameRows(h, out) &&
+         b->c0 + b->cols <= inter && VectorsFit31(*b) && SameRows(h, out) &&
          HalvesOf(h, split ? &t.inputs[1] : nullptr, inter, b->c0, b->cols);
 }
 
@@ -54,7 +59,7 @@ HPMOE_DEVICE bool SwigluGradBlockOf(const HPMOE_GM ssc::SscTask& t, uint64_t int
   const bool split = t.inputs[2].slot == ssc::kSlotH;
   *b = BlockOf(da);
   if (da.slot != ssc::kSlotDA || h.slot != ssc::kSlotH || dh.slot != ssc::kSlotDH || b->cols == 0 ||
-      b->c0 + b->cols > inter || !SameRows(da, h) || !SameRows(da, dh))
+      b->c0 + b->cols > inter || !VectorsFit31(*b) || !SameRows(da, h) || !SameRows(da, dh))
     return false;
   if (!split) return t.outputs[1].slot == ssc::kNoSlot && HalvesOf(h, nullptr, inter, b->c0, b->cols) &&
                      HalvesOf(dh, nullptr, inter, b->c0, b->cols);

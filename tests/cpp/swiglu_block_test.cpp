@@ -115,4 +115,20 @@ TEST(SwigluBlock, RefusesRegionsThatDisagreeWithTheBlock) {
   EXPECT_FALSE(rt::SwigluGradBlockOf(g, kInter, &b));
 }
 
+// A block of 2^31 or more 8-element vectors would wrap the CUDA handlers' 31-bit vector index: refused.
+TEST(SwigluBlock, RefusesABlockOf2To31Vectors) {
+  auto with_rows = [](SscTask t, uint32_t rows) {
+    for (auto* r : {&t.inputs[0], &t.inputs[1], &t.inputs[2], &t.outputs[0], &t.outputs[1]})
+      if (r->slot != ssc::kNoSlot && r->slot != ssc::kSlotRecvCounts) r->rows = rows;
+    return t;
+  };
+  rt::SwigluBlock b;
+  constexpr uint32_t kMost = (1u << 30) - 1;  // 16 columns: 2 vectors a row
+  EXPECT_TRUE(rt::SwigluBlockOf(with_rows(SwigluBlockTask(16, 16), kMost), kInter, &b));
+  EXPECT_EQ(b.rows, kMost);
+  EXPECT_FALSE(rt::SwigluBlockOf(with_rows(SwigluBlockTask(16, 16), kMost + 1), kInter, &b));
+  EXPECT_TRUE(rt::SwigluGradBlockOf(with_rows(GradBlockTask(16, 16), kMost), kInter, &b));
+  EXPECT_FALSE(rt::SwigluGradBlockOf(with_rows(GradBlockTask(16, 16), kMost + 1), kInter, &b));
+}
+
 }  // namespace
