@@ -51,35 +51,6 @@ __device__ __forceinline__ void TmaLoad(uint32_t dst, const void* map, uint32_t 
       : "memory");
 }
 
-#ifndef HPMOE_EXPERIMENT_TMA_HINT
-#define HPMOE_EXPERIMENT_TMA_HINT 0  // experiment: 1 A's loads L2 evict_last, 2 B's loads evict_first
-#endif
-// TmaLoad with an L2 eviction policy (createpolicy) for the lines it reads.
-__device__ __forceinline__ void TmaLoadHint(uint32_t dst, const void* map, uint32_t bar, int32_t c, int32_t r, int32_t z,
-                                            uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3, "
-      "%4}], [%5], %6;" ::"r"(dst),
-      "l"(map), "r"(c), "r"(r), "r"(z), "r"(bar), "l"(policy)
-      : "memory");
-}
-// The load of operand A (kA) or B of a GMM tile, with the experiment's policy if it names that operand.
-template <bool kA>
-__device__ __forceinline__ void TmaLoadOperand(uint32_t dst, const void* map, uint32_t bar, int32_t c, int32_t r,
-                                               int32_t z) {
-  if constexpr (kA && HPMOE_EXPERIMENT_TMA_HINT == 1) {
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-    TmaLoadHint(dst, map, bar, c, r, z, policy);
-  } else if constexpr (!kA && HPMOE_EXPERIMENT_TMA_HINT == 2) {
-    uint64_t policy;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-    TmaLoadHint(dst, map, bar, c, r, z, policy);
-  } else {
-    TmaLoad(dst, map, bar, c, r, z);
-  }
-}
-
 // The other way: box (c, r, z) of `map` from shared memory at `src` (its layout the map's swizzle), in this
 // thread's current bulk group; the caller commits the group and waits for it (cp.async.bulk.wait_group).
 __device__ __forceinline__ void TmaStore(const void* map, int32_t c, int32_t r, int32_t z, uint32_t src) {
@@ -149,10 +120,9 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   // Thread 0 only: one K step's A boxes to `sa`, completing on `bar`.
   __device__ void IssueA(uint32_t sa, const TmaOperand& a, uint32_t bar, int32_t m0, int32_t k) {
     if (kAColMajor) {
-      for (int j = 0; j < kBM / 64; ++j)
-        TmaLoadOperand<true>(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
+      for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
     } else {
-      TmaLoadOperand<true>(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
+      TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
     }
   }
   // Thread 0 only: the boxes of one K step into slot s, completing on Full(s) (one arrival per phase).
@@ -162,17 +132,17 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     MbarExpectTx(bar, kStepBytes - (half_k_major ? kBN / 2 * 128 : 0));
     IssueA(sa, a, bar, m0, k);
     if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
-      TmaLoadOperand<false>(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
-      TmaLoadOperand<false>(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);
+      TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
+      TmaLoad(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);
     } else if (half_k_major) {
       TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
     } else if (kBColMajor) {
-      TmaLoadOperand<false>(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
+      TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
     } else {
       constexpr int kHalf = kBBoxesMnMajor / 2;
       for (int j = 0; j < kBBoxesMnMajor; ++j) {
         const int32_t n = b.split && j >= kHalf ? b.split + 64 * (j - kHalf) : n0 + 64 * j;
-        TmaLoadOperand<false>(sb + j * kBK * 128, b.map, bar, b.c0 + n, b.r0 + k, b.z);
+        TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n, b.r0 + k, b.z);
       }
     }
   }
