@@ -9,7 +9,7 @@ how much power a kernel draws. A benchmark that alternates single calls with the
 at the other's clock. Also printed, for comparison, the two steps alternating call by call in this run.
 
     python3 benchmarks/cuda_sustained_step.py [--shapes deepseek-v3:8192 mixtral-8x22b:4096] [--seconds 4]
-        [--rounds 2] [--grad-buffer grad|none] [--wgrad-n-block N] [--json-out F]
+        [--rounds 2] [--grad-buffer grad|none] [--wgrad-n-block N] [--fuse-wgrad-accumulation] [--json-out F]
 
 Ratio = PyTorch ms per step / hpmoe ms per step (above 1: hpmoe faster). "At equal clocks" divides out the
 clock: PyTorch's ms x MHz over hpmoe's, the ratio if both ran at one clock.
@@ -131,7 +131,7 @@ def bench(shape: str, args) -> dict:
     cfg = make_config(None, {"ep": 1, "tokens": tokens, "hidden": h, "inter": inter, "experts_per_rank": E,
                              "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, args.routing, 0)
-    m = MoEFFN(h, inter, E, k, wgrad_n_block=args.wgrad_n_block)
+    m = MoEFFN(h, inter, E, k, wgrad_n_block=args.wgrad_n_block, fuse_wgrad_accumulation=args.fuse_wgrad_accumulation)
     x, dy, ids, tw, w1t, w2t = step_tensors(m, tokens, ids_np, w_np, torch.Generator(device="cuda").manual_seed(0))
     ids64 = ids.long()
     fresh = args.grad_buffer == "none"
@@ -150,7 +150,8 @@ def bench(shape: str, args) -> dict:
     device = torch.cuda.current_device()
     for name, step in steps.items():  # warm-up, and into the power state a training loop holds
         run_block(step, args.warmup_seconds, device)
-    row = {"shape": shape, "routing": args.routing, "grad_buffer": args.grad_buffer, "blocks": []}
+    row = {"shape": shape, "routing": args.routing, "grad_buffer": args.grad_buffer,
+           "fuse_wgrad_accumulation": args.fuse_wgrad_accumulation, "blocks": []}
     for r in range(args.rounds):
         for name, step in steps.items():
             b = {"round": r + 1, "path": name, **run_block(step, args.seconds, device)}
@@ -197,6 +198,9 @@ def main() -> int:
                    help="grad: weight gradients add into .grad over the steps; none: every step starts fresh")
     p.add_argument("--wgrad-n-block", type=int, default=None, metavar="N",
                    help="MoEFFN(wgrad_n_block=N): columns per weight-gradient unit (default: its rule)")
+    p.add_argument("--fuse-wgrad-accumulation", action="store_true",
+                   help="MoEFFN(fuse_wgrad_accumulation=True): its kernel adds dW to .grad (the PyTorch path's "
+                        "autograd still adds its own)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     for shape in args.shapes:
@@ -206,7 +210,8 @@ def main() -> int:
         print("cuda_sustained_step.py: error: no CUDA GPU visible", file=sys.stderr)
         return 2
     print(f"{torch.cuda.get_device_name()}: blocks of {args.seconds:.0f} s per path, {args.rounds} rounds, "
-          f"{args.routing} routing, gradients into {'.grad' if args.grad_buffer == 'grad' else 'fresh tensors'}",
+          f"{args.routing} routing, gradients into {'.grad' if args.grad_buffer == 'grad' else 'fresh tensors'}"
+          + (", hpmoe adding dW in its kernel" if args.fuse_wgrad_accumulation else ""),
           flush=True)
     board = gpu_identity(torch.cuda.current_device())
     print(f"board: {board}", flush=True)
