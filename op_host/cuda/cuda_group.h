@@ -115,6 +115,7 @@ class CudaGroup {
   std::string CheckBinding(uint32_t rank, uint32_t direction) const;
   std::string Upload(uint32_t rank, uint32_t direction);
   std::string CheckCoResidency(uint32_t rank, uint32_t direction) const;
+  std::string LaunchRefusal(uint32_t direction) const;
   std::string Enqueue(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
                       const LaunchOptions& options, bool timed);
   std::string BindWeights(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding);

@@ -94,6 +94,8 @@ def test_lost_put_is_reported_not_hung():
         assert time.perf_counter() - start < 20
         with pytest.raises(CudaFailure, match="earlier launch of this group failed"):
             g.run("fwd")
+        with pytest.raises(CudaFailure, match="earlier launch of this group failed"):  # the op's path too
+            g.launch(0, "bwd", 0)
 
 
 @needs_gpu
@@ -125,6 +127,11 @@ def test_refusals_before_launch():
     cfg, _ = config(1, "bf16", "balanced", num_aic=400, num_aiv=400)
     with pytest.raises(CudaFailure, match="co-resident"):
         CudaGroup(cfg, devices(1))
+    cfg, inputs = config(1, "bf16", "balanced")
+    with CudaGroup(cfg, devices(1)) as g:
+        g.load_inputs(inputs)
+        with pytest.raises(CudaFailure, match="rank 1 is not a rank of this process"):
+            g.launch(1, "fwd", 0)
 
 
 @needs_gpu
