@@ -19,18 +19,13 @@ import sys
 GMM_TYPES = ("GMM", "GMM_TRANS_B", "GMM_WEIGHT_GRAD")
 
 
-def tasks(path: str) -> list[dict]:
+def load(path: str) -> tuple[list[dict], dict[int, str]]:
+    """A trace's task events and its launches' names (by pid)."""
     with open(path) as f:
         data = json.load(f)
     events = data["traceEvents"] if isinstance(data, dict) else data
-    return [e for e in events if e.get("ph") == "X"]
-
-
-def launch_names(path: str) -> dict[int, str]:
-    with open(path) as f:
-        data = json.load(f)
-    events = data["traceEvents"] if isinstance(data, dict) else data
-    return {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+    return [e for e in events if e.get("ph") == "X"], names
 
 
 def started_with_peer(e: dict, lanes: dict[int, list[dict]], within_us: float) -> bool:
@@ -76,7 +71,7 @@ def main() -> int:
     p.add_argument("--together-us", type=float, default=5.0, help="starts this close count as together")
     args = p.parse_args()
     try:
-        base, paired, names = tasks(args.base), tasks(args.paired), launch_names(args.paired)
+        (base, _), (paired, names) = load(args.base), load(args.paired)
     except (OSError, ValueError, KeyError) as exc:
         print(f"cuda_trace_pairs: cannot read the traces: {exc}", file=sys.stderr)
         return 2
