@@ -5,9 +5,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdio>
-#include <cstring>
-
 #include "cuda_try.h"
 #include "tensor_maps.h"
 

@@ -220,11 +220,12 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
 };
 
 #if HPMOE_GEMM_WS == 2
-// Thread 0, before the block's last __syncthreads of the launch: the barriers (kWsConsumerWarps arrivals free a
-// slot) and the pipeline at its start. They live for the launch.
+// Thread 0, before the block's last __syncthreads of the launch: the barriers (`empty_arrivals` warps free a
+// slot: this block's consumer warps, or both blocks' for tiles paired across a cluster) and the pipeline at its
+// start. They live for the launch.
 template <class T>
-__device__ __forceinline__ void WsInitPipeline(uint8_t* shared) {
-  BlockGemmTma<T, false, false>(shared).InitBarriers(kWsConsumerWarps);
+__device__ __forceinline__ void WsInitPipeline(uint8_t* shared, uint32_t empty_arrivals = kWsConsumerWarps) {
+  BlockGemmTma<T, false, false>(shared).InitBarriers(empty_arrivals);
   WsBox().pipe = 0;
 }
 

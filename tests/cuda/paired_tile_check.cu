@@ -51,10 +51,7 @@ __global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, con
   // with its setmaxnreg budget; the pipeline lives across the band's tiles. Solo: BlockGemmWs; paired:
   // BlockGemmWsPaired, the producer owning the cross-block refills.
   using Gemm = std::conditional_t<kPaired, BlockGemmWsPaired<T, false, kTransB>, BlockGemmWs<T, false, kTransB>>;
-  if (threadIdx.x == 0) {
-    BlockGemmTma<T, false, kTransB>(smem).InitBarriers((kPaired ? 2 : 1) * kWsConsumerWarps);
-    WsBox().pipe = 0;
-  }
+  if (threadIdx.x == 0) WsInitPipeline<T>(smem, (kPaired ? 2 : 1) * kWsConsumerWarps);
   __syncthreads();
   if constexpr (kPaired) ClusterSync();  // the peer's barriers are initialised before any copy or arrival
   Gemm g(smem);
