@@ -8,6 +8,7 @@ random routing; `--path torch` profiles the PyTorch path (cuda_torch_path.py) at
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -88,8 +89,16 @@ def main() -> int:
     p.add_argument("--wgrad-tile", type=int, default=None, metavar="N",
                    help="rows per weight-gradient unit (a multiple of 128; default: MoEFFN's, 128 where it divides h "
                         "and I)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="set an environment variable before the op compiles its schedules (an experiment's switch, "
+                        "e.g. HPMOE_EXPERIMENT_SIDE_ORDER=1), so that cuda_op_build_ab.sh entries can differ in it")
     add_first_gmm_pool_arg(p)
     args = p.parse_args()
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            p.error(f"--env: expected NAME=VALUE, got {item!r}")
+        os.environ[name] = value
     model, tokens = args.shape.split(":")
     if model not in SHAPES:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
