@@ -4,7 +4,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 #include "../../op_kernel/cuda/routing_plan.cuh"
@@ -142,26 +141,6 @@ std::string CudaGroup::BindWeightGradMaps(RankState& s, uint32_t direction, cons
   return "";
 }
 
-#if HPMOE_L2_SIDES
-// The experiment's side table on `device` (gemm_variant.h): HPMOE_EXPERIMENT_L2_SIDES, one '0' / '1' per SM id;
-// nullptr where the variable is unset. Uploaded once per device for the process.
-static std::string L2SideTable(int device, const uint8_t** table) {
-  static const uint8_t* tables[64] = {};
-  const char* env = std::getenv("HPMOE_EXPERIMENT_L2_SIDES");
-  if (env == nullptr || *env == 0 || device < 0 || device >= 64) return "";
-  if (tables[device] == nullptr) {
-    uint8_t host[kL2SideTableSms] = {};
-    for (uint32_t i = 0; i < kL2SideTableSms && env[i] != 0; ++i) host[i] = env[i] == '1';
-    void* p = nullptr;
-    HPMOE_CUDA_TRY(cudaMalloc(&p, sizeof host), "cudaMalloc");
-    HPMOE_CUDA_TRY(cudaMemcpy(p, host, sizeof host, cudaMemcpyHostToDevice), "uploading the L2 side table");
-    tables[device] = static_cast<const uint8_t*>(p);
-  }
-  *table = tables[device];
-  return "";
-}
-#endif
-
 std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_ptr, const LaunchSpec& spec,
                                const LaunchOptions& o, bool timed) {
   RankState& s = ranks_[rank];
@@ -181,11 +160,6 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
       HPMOE_CUDA_TRY(cudaMalloc(&s.trace[direction], kTraceWords * sizeof(uint64_t) * d.program.num_tasks),
                      "cudaMalloc");
     d.trace = o.trace ? s.trace[direction] : nullptr;
-#if HPMOE_L2_SIDES
-    d.sm_side = nullptr;
-    const std::string side_err = L2SideTable(s.device, &d.sm_side);
-    if (!side_err.empty()) return side_err;
-#endif
     HPMOE_CUDA_TRY(cudaMemcpyAsync(s.dev_rank[direction], &d, sizeof(DeviceRank), cudaMemcpyHostToDevice, stream),
                    "uploading the launch state");
     HPMOE_CUDA_TRY(cudaStreamSynchronize(stream), "uploading the launch state");  // &d is read before it changes

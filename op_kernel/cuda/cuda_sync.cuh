@@ -150,8 +150,6 @@ class CudaSync {
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) marks_.ClaimEnter(t_enter);
 #if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
     if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
-#elif HPMOE_L2_SIDES
-    if (threadIdx.x == 0) claimed = ClaimBySide();
 #else
     if (threadIdx.x == 0) claimed = atomicAdd(d_.Counter(d_.rank, d_.program.num_events), 1u);
 #endif
@@ -183,44 +181,6 @@ class CudaSync {
     if (GpuScope()) AddReleaseGpu(c, v);
     else AddRelease(c, v);
   }
-
-#if HPMOE_L2_SIDES
-  // Thread 0. Pool position u belongs to L2 half u % 2. The claim counter's line holds both halves' counts
-  // in one 64-bit word (low: half 0, high: half 1; half s's k-th position is 2k + s), changed by CAS so that
-  // a claim sees both. A block takes its own half's next position unless the other half's next lies more
-  // than `lag` positions before it (or its own are done). So every claim lies within lag of the earliest
-  // unclaimed position, and with lag < claimers some claimer is always free to take that one: the pool stays
-  // deadlock-free whichever halves the claimers sit on (a single counter is lag 0). A done claim changes
-  // nothing, so each half's per-invocation base is its positions times the invocations before. Returns what
-  // the one counter would (the invocation's base + position; base + num_pool: done).
-  __device__ uint32_t ClaimBySide() {
-    const rt::SscProgram& p = d_.program;
-    const uint32_t n = p.num_pool, base = (p.invocation - 1u) * (n + p.claimers);
-    uint32_t* counter = d_.Counter(d_.rank, p.num_events);
-    if (d_.sm_side == nullptr) return atomicAdd(counter, 1u);
-    uint32_t sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    const uint32_t own = sm < kL2SideTableSms ? (d_.sm_side[sm] & 1u) : 0u;
-    const uint32_t positions[2] = {(n + 1u) / 2u, n / 2u}, lag = p.claimers / 2u;
-    const uint32_t before[2] = {(p.invocation - 1u) * positions[0], (p.invocation - 1u) * positions[1]};
-    constexpr uint32_t kNone = 0xffffffffu;
-    unsigned long long* word = reinterpret_cast<unsigned long long*>(counter);
-    unsigned long long seen = atomicAdd(word, 0ull);
-    for (;;) {
-      uint32_t next[2];
-      for (uint32_t s = 0; s < 2; ++s) {
-        const uint32_t k = uint32_t(seen >> (32 * s)) - before[s];
-        next[s] = k < positions[s] ? 2u * k + s : kNone;
-      }
-      const uint32_t mine = next[own], other = next[1u - own];
-      if (mine == kNone && other == kNone) return base + n;
-      const uint32_t take = (mine != kNone && (other == kNone || mine <= other + lag)) ? own : 1u - own;
-      const unsigned long long was = atomicCAS(word, seen, seen + (take ? (1ull << 32) : 1ull));
-      if (was == seen) return base + next[take];
-      seen = was;
-    }
-  }
-#endif
 
   const DeviceRank& d_;
   TransitionMarks marks_;  // profile builds only (empty otherwise)

@@ -19,7 +19,6 @@ namespace hpmoe {
 namespace cuda {
 
 constexpr uint32_t kMaxRanks = 8;
-constexpr uint32_t kL2SideTableSms = 256;  // HPMOE_L2_SIDES: SM ids the side table covers
 constexpr uint64_t kAbortWordOffset = 64;  // in each segment's control block: 0, or 1 + the first failed rank
 // The speculative bucket (docs/cuda.md, "Routing beyond the bucket"), also in the control block: the verdict
 // of this heap's last speculative forward (1: its routing overflowed the bucket and it ran nothing), and one
@@ -106,9 +105,6 @@ struct DeviceRank {
   // tiles (block_gemm_chain.cuh); has_dw_maps 0 when the launch bound none.
   alignas(64) uint8_t dw_maps[2][kTensorMapBytes];
   uint32_t has_dw_maps;
-#if HPMOE_L2_SIDES
-  const uint8_t* sm_side;    // [kL2SideTableSms]: the L2 half of each SM id, or nullptr (gemm_variant.h)
-#endif
 
   __device__ const void* TensorMap(uint32_t slot, uint32_t box) const {
     if ((slot == ssc::kSlotW1 || slot == ssc::kSlotW2) && bound[slot] != nullptr)

@@ -94,17 +94,6 @@
 // 0 (the default): every block claims alone.
 #define HPMOE_GEMM_PAIRS 0
 #endif
-#ifndef HPMOE_L2_SIDES
-// Experiment: 1 = the blocks of each half of L2 claim the pool positions of one parity (both halves' counts in
-// the claim counter's line; a half takes the other's positions when those lag; CudaSync::ClaimBySide), with
-// the side of every SM from the table in
-// HPMOE_EXPERIMENT_L2_SIDES (one '0' / '1' per SM id, benchmarks/cuda_l2_sides_probe.cu); no table: one
-// counter, as the default. The pool order for it: scheduler/hpmoe/l2_sides.py. 0: the default.
-#define HPMOE_L2_SIDES 0
-#endif
-#if HPMOE_L2_SIDES && HPMOE_GEMM_PAIRS
-#error "the L2-halves claim and the paired claim are separate experiments"
-#endif
 #if HPMOE_GEMM_PAIRS && HPMOE_GEMM_WS
 #error "paired pool units run on the 256-thread tile only (session 26 measured them on HPMOE_GEMM_WS=2: slower)"
 #endif

@@ -19,7 +19,6 @@ in their queues waits on a pool unit, which the validator's deadlock check prove
 """
 from __future__ import annotations
 
-from . import l2_sides
 from .config import MoeConfig
 from .expected_work import balanced_rows_per_pair, deal_by_expected_work, deal_units
 from .ordering import queue_order
@@ -52,29 +51,19 @@ SECOND_GMM_OPS = ("GMM2", "GMM_gate_grad")  # the row tile's GMM after its SwiGL
 PUT_LAG_ROW_TILES = 2
 
 
-def _panel_group(cfg: MoeConfig):
-    """(slot, group) of a row offset: the row tiles one expert is expected to fill (balanced routing)."""
-    C, tile = cfg.recv_rows_per_src, cfg.tile_m
-    group = max(1, round(balanced_rows_per_pair(cfg) / cfg.experts_per_rank / tile))
-
-    def of(row_offset: int) -> tuple[int, int]:
-        slot, row = divmod(row_offset, C)
-        return slot, row // tile // group
-
-    return of
-
-
 def _panel_order(cfg: MoeConfig, gmms: list[Task]) -> list[Task]:
     """The second GMMs in groups of the row tiles one expert is expected to fill (balanced routing), column
     block major inside a group: the row tiles that read one column panel of W2[e] / W1[e] are claimed one
     after another, so they run together and share it in L2. In row-tile order, a panel's readers were one row
     tile's column blocks apart and L2 held it for none of them (Mixtral-8x7B's backward read 18.4 GB in this
     phase against 3.4 compulsory; docs/cuda.md, "Per phase and per tile")."""
-    group_of = _panel_group(cfg)
+    C, tile = cfg.recv_rows_per_src, cfg.tile_m
+    group = max(1, round(balanced_rows_per_pair(cfg) / cfg.experts_per_rank / tile))
 
     def key(item: tuple[int, Task]):
         i, t = item
-        return (*group_of(t.outputs[0].row_offset), t.outputs[0].col_offset, t.outputs[0].row_offset, i)
+        slot, row = divmod(t.outputs[0].row_offset, C)
+        return (slot, row // tile // group, t.outputs[0].col_offset, row, i)
 
     return [t for _, t in sorted(enumerate(gmms), key=key)]
 
@@ -192,8 +181,6 @@ def build_queues(cfg: MoeConfig, tasks: list[Task]) -> dict[QueueType, list[list
     orders = {queue_type: queue_order(cfg, tasks, queue_type) for queue_type in (QueueType.CTQ, QueueType.VTQ)}
     units = pipeline_units(cfg, tasks, orders[QueueType.CTQ]) if cfg.row_pipelines else []
     pool = _pool_units(cfg, tasks, units, orders[QueueType.CTQ], orders[QueueType.VTQ]) if cfg.claim_pool else []
-    if pool and l2_sides.enabled():
-        pool = l2_sides.side_order(pool, _panel_group(cfg))
     pooled = {id(t) for unit in pool for t in unit}
     if pooled:
         orders = {queue_type: [t for t in order if id(t) not in pooled] for queue_type, order in orders.items()}
