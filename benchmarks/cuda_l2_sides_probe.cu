@@ -59,6 +59,18 @@ __device__ uint32_t ReadAll(const uint4* x, size_t n16) {
   return acc;
 }
 
+// The block's timed read of X: thread 0 writes its ns to *ns and folds what it read into the sink.
+__device__ void TimedRead(const uint4* x, size_t n16, unsigned long long* ns, unsigned long long* sink) {
+  __syncthreads();
+  const uint64_t t0 = GlobalNs();
+  const uint32_t acc = ReadAll(x, n16);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *ns = GlobalNs() - t0;
+    atomicXor(reinterpret_cast<unsigned int*>(sink), acc);
+  }
+}
+
 // out: [0] first's read ns, [1] second's read ns, [2] xor sink, [3] 1 if the second SM timed out on the flag.
 __global__ void PairRead(const uint4* x, size_t n16, uint32_t first, uint32_t second, uint32_t* flag,
                          unsigned long long* out) {
@@ -66,13 +78,8 @@ __global__ void PairRead(const uint4* x, size_t n16, uint32_t first, uint32_t se
   const uint32_t sm = SmId();
   __shared__ uint32_t go;
   if (sm == first) {
-    __syncthreads();
-    const uint64_t t0 = GlobalNs();
-    const uint32_t acc = ReadAll(x, n16);
-    __syncthreads();
+    TimedRead(x, n16, out + 0, out + 2);
     if (threadIdx.x == 0) {
-      out[0] = GlobalNs() - t0;
-      atomicXor(reinterpret_cast<unsigned int*>(out + 2), acc);
       __threadfence();
       atomicExch(flag, 1u);
     }
@@ -87,13 +94,7 @@ __global__ void PairRead(const uint4* x, size_t n16, uint32_t first, uint32_t se
     }
     __syncthreads();
     if (!go) return;
-    const uint64_t t0 = GlobalNs();
-    const uint32_t acc = ReadAll(x, n16);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      out[1] = GlobalNs() - t0;
-      atomicXor(reinterpret_cast<unsigned int*>(out + 2), acc);
-    }
+    TimedRead(x, n16, out + 1, out + 2);
   }
   (void)unused;
 }
