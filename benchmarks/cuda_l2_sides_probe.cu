@@ -118,7 +118,11 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
-  // One block per SM: more than half of an SM's shared memory each (less the block's static 4 bytes).
+  if (first >= uint32_t(sms)) {
+    std::fprintf(stderr, "first_sm %u: the device has SMs 0-%d\n", first, sms - 1);
+    return 2;
+  }
+  // One block per SM: more than half of an SM's shared memory each (less room for the static `go` word).
   const int smem = int(prop.sharedMemPerBlockOptin) - 1024;
   CHECK(cudaFuncSetAttribute(PairRead, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   int per_sm = 0;

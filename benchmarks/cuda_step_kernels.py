@@ -90,8 +90,9 @@ def main() -> int:
                    help="rows per weight-gradient unit (a multiple of 128; default: MoEFFN's, 128 where it divides h "
                         "and I)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="set an environment variable before the op compiles its schedules (an experiment's switch, "
-                        "e.g. HPMOE_EXPERIMENT_SIDE_ORDER=1), so that cuda_op_build_ab.sh entries can differ in it")
+                   help="set an environment variable before the op compiles its schedules (a schedule experiment's "
+                        "switch; session 28's HPMOE_EXPERIMENT_SIDE_ORDER, reverted since), so that "
+                        "cuda_op_build_ab.sh entries can differ in it")
     add_first_gmm_pool_arg(p)
     args = p.parse_args()
     for item in args.env:
