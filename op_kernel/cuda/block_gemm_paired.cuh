@@ -71,7 +71,7 @@ __device__ __forceinline__ void IssuePairedStep(Tile& g, uint32_t rank, int s, c
                                                 const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
   const uint32_t sa = g.smem + s * kStageBytes, sb = sa + kATileBytes, bar = g.Full(s);
   MbarExpectTx(bar, kStageBytes);
-  g.IssueA(sa, a, bar, m0, k);
+  g.IssueA(sa, a, bar, m0, k, false);  // both blocks' A tiles whole
   constexpr uint16_t kBoth = 0x3;
   if (kBColMajor) {  // lines = N: this rank's 128 lines, 16 KB
     const int32_t half = int32_t(rank) * (kBN / 2);

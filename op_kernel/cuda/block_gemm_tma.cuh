@@ -21,7 +21,8 @@ struct TmaOperand {
   const void* map;  // CUtensorMap in global memory (64-byte aligned)
   int32_t c0, r0, z;
   // A B tile in two halves (fused SwiGLU: gate and up columns): the second half's first N, 0 = one piece. A
-  // K-major B then comes as two 128-line boxes of `half_map`.
+  // K-major B then comes as two 128-line boxes of `half_map`. A K-major A with at most 64 live rows
+  // (Accumulate's m_live) comes as one 64-line box of `half_map`.
   int32_t split = 0;
   const void* half_map = nullptr;
 };
@@ -117,20 +118,22 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   }
-  // Thread 0 only: one K step's A boxes to `sa`, completing on `bar`.
-  __device__ void IssueA(uint32_t sa, const TmaOperand& a, uint32_t bar, int32_t m0, int32_t k) {
+  // Thread 0 only: one K step's A boxes to `sa`, completing on `bar`; `half_a`: warpgroup 0's 64 rows only.
+  __device__ void IssueA(uint32_t sa, const TmaOperand& a, uint32_t bar, int32_t m0, int32_t k, bool half_a) {
     if (kAColMajor) {
       for (int j = 0; j < kBM / 64; ++j) TmaLoad(sa + j * kBK * 128, a.map, bar, a.c0 + m0 + 64 * j, a.r0 + k, a.z);
     } else {
-      TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
+      // The 128-byte swizzle repeats every 8 lines, so a 64-line box lands as the 128-line box's first half.
+      TmaLoad(sa, half_a ? a.half_map : a.map, bar, a.c0 + k, a.r0 + m0, a.z);
     }
   }
   // Thread 0 only: the boxes of one K step into slot s, completing on Full(s) (one arrival per phase).
-  __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
+  __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k,
+                             bool half_a = false) {
     const uint32_t sa = this->smem + s * kStageBytes, sb = sa + kATileBytes, bar = Full(s);
     const bool half_k_major = kHalfKMajorB && b.half_map && !b.split;  // (timing experiment only)
-    MbarExpectTx(bar, kStepBytes - (half_k_major ? kBN / 2 * 128 : 0));
-    IssueA(sa, a, bar, m0, k);
+    MbarExpectTx(bar, kStepBytes - (half_k_major ? kBN / 2 * 128 : 0) - (half_a ? kATileBytes / 2 : 0));
+    IssueA(sa, a, bar, m0, k, half_a);
     if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
       TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
       TmaLoad(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);
@@ -161,10 +164,15 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
 
   // K steps [k0, k1) of the tile at (m0, n0). Barriers are initialised per call (all slots drained at the
   // end), so calls compose in any order; the K order is fixed, hence deterministic.
+  // m_live: the tile's rows that reach stored outputs. A K-major A with at most 64 (an expert segment's last
+  // piece) loads warpgroup 0's rows only (a.half_map) and warpgroup 1 multiplies nothing: its accumulators keep
+  // the caller's zeros and its rows are never stored. Warpgroup 0's sums are the same either way.
   __device__ void Accumulate(const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k0,
-                             int32_t k1) {
+                             int32_t k1, int32_t m_live = kBM) {
     const int nk = (k1 - k0 + kBK - 1) / kBK;
     const bool leader = threadIdx.x == 0;
+    const bool half_a = !kAColMajor && m_live <= 64 && a.half_map != nullptr;
+    const bool rows_idle = half_a && threadIdx.x >= 128;  // warpgroup 1 (uniform per warpgroup)
     const uint64_t t_start = ProfileClock();
     uint64_t t_first = t_start;
     WorkerSync();  // the previous call's readers are done with every slot
@@ -174,13 +182,13 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     // stores have read them: the other slots are filled first.
     constexpr int kFirst = HPMOE_GEMM_ASYNC_EPILOGUE ? kStagingSlot : kStages;
     if (leader)
-      for (int s = 0; s < kFirst && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
+      for (int s = 0; s < kFirst && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK, half_a);
     if (HPMOE_GEMM_ASYNC_EPILOGUE && threadIdx.x < 32) {
       asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
       __syncwarp();
     }
     if (leader)
-      for (int s = kFirst; s < kStages && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK);
+      for (int s = kFirst; s < kStages && s < nk; ++s) IssueLoads(s, a, b, m0, n0, k0 + s * kBK, half_a);
     // Timing experiments on the weight-gradient tile only (wrong results by design, docs/cuda.md): 2 loads
     // the first kStages steps and never refills (no operand feed), 3 issues no wgmma.
     constexpr bool kNoFeed = HPMOE_EXPERIMENT_DW == 2 && kAColMajor, kNoMma = HPMOE_EXPERIMENT_DW == 3 && kAColMajor;
@@ -195,7 +203,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
         if (tail && valid < KTailZeroEnd(valid)) ZeroKTail(s, valid, KTailZeroEnd(valid));
         if (tail && !kNoMma) this->IssueStageTail(s, valid);
       }
-      if (!tail && !kNoMma) this->IssueStage(s);
+      if (!tail && !kNoMma && !rows_idle) this->IssueStage(s);
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // step kt - 1's group is done
       if (kt == 0) continue;
       const int prev = (kt - 1) % kStages;
@@ -203,7 +211,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       const int next = kt - 1 + kStages;
       if (leader && next < nk && !kNoFeed) {
         MbarWait(Empty(prev), ((kt - 1) / kStages) & 1);
-        IssueLoads(prev, a, b, m0, n0, k0 + next * kBK);
+        IssueLoads(prev, a, b, m0, n0, k0 + next * kBK, half_a);
       }
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
@@ -212,6 +220,12 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       ProfileAdd(Base::kProfileKind, kPhaseFill, t_first - t_start);
       ProfileAdd(Base::kProfileKind, kPhaseLoop, ProfileClock() - t_first);
       ProfileAdd(Base::kProfileKind, kPhaseSteps, uint64_t(nk));
+      if (half_a) {  // the same tile once more, as a one-warpgroup tile
+        ProfileAdd(kProfileOneWarpgroup, kPhaseFill, t_first - t_start);
+        ProfileAdd(kProfileOneWarpgroup, kPhaseLoop, ProfileClock() - t_first);
+        ProfileAdd(kProfileOneWarpgroup, kPhaseSteps, uint64_t(nk));
+        ProfileAdd(kProfileOneWarpgroup, kPhaseTiles, 1);
+      }
     }
   }
 

@@ -150,6 +150,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       [&] { return GmmTilesWs<T, kTransB, false>(d, g, t); });
 #elif HPMOE_GEMM_TMA
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
+  const void* map_a64 = d.TensorMap(in.slot, kBoxRows64);
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
   // Every tile of the task: expert segment, row tile, column tile. Paired (HPMOE_GEMM_PAIRS), the peer block
   // walks the same tiles on the same B: one m0 on both (in.rows is one row tile), the same n0 and K.
@@ -158,14 +159,15 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
     return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
       const int64_t m = int64_t(r1 - r0);
       // Rows past the segment are the next expert's (or zero-filled): they only reach rows that are not stored.
-      const TmaOperand a{map_a, 0, int32_t(r0), 0};
+      // A segment's last piece of at most 64 rows is multiplied by one warpgroup (Accumulate's m_live).
+      const TmaOperand a{map_a, 0, int32_t(r0), 0, 0, map_a64};
       TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
       if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
           g.Zero();
           if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
-          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k), int32_t(m - m0 < kBM ? m - m0 : kBM));
 #if HPMOE_GEMM_STAGED_EPILOGUE && HPMOE_GEMM_ASYNC_EPILOGUE
           g.WriteStagedAsync(y + r0 * n, n, m0, n0, m, c1);
 #elif HPMOE_GEMM_STAGED_EPILOGUE

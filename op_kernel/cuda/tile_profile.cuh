@@ -16,6 +16,9 @@
 namespace hpmoe {
 namespace cuda {
 
+// Kinds 0-3: GMM, GMM_TRANS_B, WEIGHT_GRAD, PAIRED_LOOP. Kind 4 counts again the GMM / GMM_TRANS_B tiles that one
+// warpgroup multiplied (BlockGemmTma::Accumulate's m_live <= 64), a subset of kinds 0-1 without their epilogues.
+constexpr int kProfileOneWarpgroup = 4;
 enum TilePhase { kPhaseFill, kPhaseLoop, kPhaseStage, kPhaseStore, kPhaseTiles, kPhaseSteps, kPhaseCount };
 constexpr int kProfilePairedKind = 3;  // the paired tile's fill and K loop (its epilogue counts under its base kind)
 // Claims under HPMOE_GEMM_PAIRS, counted by the block that makes them.
@@ -68,7 +71,7 @@ __device__ __forceinline__ void PpProfileAdd(int phase, uint64_t v) {
   if (threadIdx.x % 128 == (phase == kPpStore ? 32 : 0) && (phase < kPpUnits || threadIdx.x == 0))
     atomicAdd(&g_pp_profile[threadIdx.x / 128][phase], (unsigned long long)v);
 }
-__device__ unsigned long long g_tile_profile[4][kPhaseCount];
+__device__ unsigned long long g_tile_profile[5][kPhaseCount];
 __device__ unsigned long long g_sync_profile[kSyncOpCount][3];  // calls, cycles, the longest call's cycles
 
 __device__ __forceinline__ void SyncProfileAdd(int op, uint64_t cycles) {
@@ -111,7 +114,7 @@ __device__ __forceinline__ void ProfileBlockEnd(const BlockStamp& b) {
 // Enqueued after each persistent launch (a separate kernel: a call inside the worker kernel would make ptxas
 // serialise its wgmma); prints the sums and clears them.
 __global__ void ProfilePrintKernel(uint32_t direction) {
-  const char* names[4] = {"GMM", "GMM_TRANS_B", "WEIGHT_GRAD", "PAIRED_LOOP"};
+  const char* names[5] = {"GMM", "GMM_TRANS_B", "WEIGHT_GRAD", "PAIRED_LOOP", "ONE_WARPGROUP (of GMM + GMM_TRANS_B)"};
   double tile_cycles = 0;
   for (int k = 0; k < 4; ++k)
     for (int ph : {int(kPhaseFill), int(kPhaseLoop), int(kPhaseStage), int(kPhaseStore)})
@@ -124,7 +127,7 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
            direction ? "bwd" : "fwd", bp[0], double(bp[1]) / double(bp[0]), double(bp[2]) / double(bp[0]) / 1e3,
            double(bp[1]) / double(bp[2] ? bp[2] : 1) * 1e3, 100.0 * tile_cycles / double(bp[1] ? bp[1] : 1));
   for (int i = 0; i < 3; ++i) bp[i] = 0;
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < 5; ++k) {
     unsigned long long* p = g_tile_profile[k];
     const double tiles = double(p[kPhaseTiles]);
     if (tiles > 0)

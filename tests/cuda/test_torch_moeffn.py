@@ -254,6 +254,50 @@ def test_two_microbatches_in_flight_match_float64():
 
 
 @needs_gpu
+@pytest.mark.parametrize("weights_layout", ["stored", "linear"])
+def test_segment_pieces_around_one_warpgroup_match_float64_and_each_other(weights_layout):
+    """An expert segment's last row tile with at most 64 rows is multiplied by one warpgroup (BlockGemmTma's
+    m_live): per-expert row counts put pieces of 1, 63, 64, 65, 127 and 128 rows (empty experts too) in
+    aligned and in straddled tiles, for the GMM and the GMM_TRANS_B tiles (both weight layouts). Every output
+    against float64, and aligned bitwise equal to unaligned (a row's sums do not depend on its tile)."""
+    from hpmoe.torch import MoEFFN
+    counts = [1, 64, 65, 192, 193, 0, 127, 130, 63, 128]
+    E, h, inter = len(counts), 256, 384
+    g = torch.Generator(device="cuda").manual_seed(11)
+    ids = torch.cat([torch.full((c,), e, dtype=torch.int32) for e, c in enumerate(counts)]).cuda()
+    ids = ids[torch.randperm(ids.numel(), device="cuda", generator=g)][:, None].contiguous()
+    T = ids.shape[0]
+    w = torch.rand(T, 1, device="cuda", generator=g) + 0.5
+    x0 = torch.randn(T, h, device="cuda", generator=g).bfloat16()
+    dy = torch.randn(T, h, device="cuda", generator=g).bfloat16()
+    w1 = (torch.randn(E, h, 2 * inter, device="cuda", generator=g) * h ** -0.5).bfloat16()
+    w2 = (torch.randn(E, inter, h, device="cuda", generator=g) * inter ** -0.5).bfloat16()
+    results = []
+    for aligned in (False, True):
+        m = MoEFFN(h, inter, E, 1, num_aic=8, num_aiv=4, expert_aligned=aligned)
+        with torch.no_grad():
+            m.w1.copy_(w1)
+            m.w2.copy_(w2)
+        x = x0.clone().requires_grad_()
+        wt = w.clone().requires_grad_()
+        if weights_layout == "linear":  # nn.Linear's [E, 2I, h] / [E, h, I], read in place as views
+            from hpmoe.torch import moe_ffn
+            gu = m.w1.detach().transpose(1, 2).contiguous().requires_grad_()
+            dn = m.w2.detach().transpose(1, 2).contiguous().requires_grad_()
+            y = moe_ffn(x, ids, wt, gu.transpose(1, 2), dn.transpose(1, 2), m.runtime)
+            y.backward(dy)
+            dw1, dw2 = gu.grad.transpose(1, 2), dn.grad.transpose(1, 2)
+        else:
+            y = step(m, x, ids, wt, dy)
+            dw1, dw2 = m.w1.grad, m.w2.grad
+        got = {"y": y, "dx": x.grad, "dw1": dw1, "dw2": dw2, "dtopk_weights": wt.grad}
+        check_against_float64(x, m.w1, m.w2, ids, wt, dy, {n: f64(v) for n, v in got.items()}, torch.bfloat16)
+        results.append({n: v.detach().clone() for n, v in got.items()})
+    for name in ("y", "dx", "dtopk_weights"):
+        assert torch.equal(results[0][name], results[1][name]), f"{name}: aligned differs from unaligned"
+
+
+@needs_gpu
 def test_transposed_weight_views_match_contiguous_bitwise():
     """transformers stores gate_up_proj [E, 2I, h] and down_proj [E, h, I]: passing their transposes reads
     them in place (a transposed-layout schedule) with the same bits of y as contiguous weights, and the
