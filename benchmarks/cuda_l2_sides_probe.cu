@@ -109,19 +109,25 @@ __global__ void PairRead(const uint4* x, size_t n16, uint32_t first, uint32_t se
   } while (0)
 
 int main(int argc, char** argv) {
-  if (argc < 2 || (std::strcmp(argv[1], "--pairs") != 0 && std::strcmp(argv[1], "--launches") != 0)) {
+  if (argc < 2 || argc > 3 || (std::strcmp(argv[1], "--pairs") != 0 && std::strcmp(argv[1], "--launches") != 0)) {
     std::fprintf(stderr, "usage: %s --pairs|--launches [first_sm]\n", argv[0]);
     return 2;
   }
   const bool table = std::strcmp(argv[1], "--pairs") == 0;
-  const uint32_t first = argc > 2 ? uint32_t(std::atoi(argv[2])) : 0;
+  char* end = nullptr;
+  const long first_arg = argc > 2 ? std::strtol(argv[2], &end, 10) : 0;
+  if (argc > 2 && (end == argv[2] || *end != '\0' || first_arg < 0)) {  // a whole number, nothing after it
+    std::fprintf(stderr, "first_sm %s: expected an SM number\n", argv[2]);
+    return 2;
+  }
   cudaDeviceProp prop{};
   CHECK(cudaGetDeviceProperties(&prop, 0));
   const int sms = prop.multiProcessorCount;
-  if (first >= uint32_t(sms)) {
-    std::fprintf(stderr, "first_sm %u: the device has SMs 0-%d\n", first, sms - 1);
+  if (first_arg >= sms) {
+    std::fprintf(stderr, "first_sm %ld: the device has SMs 0-%d\n", first_arg, sms - 1);
     return 2;
   }
+  const uint32_t first = uint32_t(first_arg);
   // One block per SM: more than half of an SM's shared memory each (less room for the static `go` word).
   const int smem = int(prop.sharedMemPerBlockOptin) - 1024;
   CHECK(cudaFuncSetAttribute(PairRead, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
