@@ -98,12 +98,10 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   __device__ uint32_t Full(int s) const { return this->smem + kStages * kStageBytes + 8 * s; }
   __device__ uint32_t Empty(int s) const { return Full(s) + 8 * kStages; }
 
-#if HPMOE_EXPERIMENT_HALF_B == 1 || HPMOE_EXPERIMENT_HALF_B == 2
+#if HPMOE_EXPERIMENT_HALF_B
   // Timing experiment only, results wrong by design (docs/cuda.md, "2-CTA clusters"): each block loads
   // half of an MN-major B tile, the share a 2-CTA multicast would leave it; with HPMOE_EXPERIMENT_HALF_B=2 a
-  // K-major B too (one 128-line box of b.half_map instead of the 256-line box). HPMOE_EXPERIMENT_HALF_B=3, its
-  // control: every B byte still comes from L2, but the tile's second half repeats its first half's columns, so
-  // only half of each weight panel is ever read from DRAM (session 30: what DRAM costs apart from L2).
+  // K-major B too (one 128-line box of b.half_map instead of the 256-line box).
   static constexpr int kBBoxesMnMajor = kBN / 128;
 #else
   static constexpr int kBBoxesMnMajor = kBN / 64;
@@ -136,17 +134,6 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     const bool half_k_major = kHalfKMajorB && b.half_map && !b.split;  // (timing experiment only)
     MbarExpectTx(bar, kStepBytes - (half_k_major ? kBN / 2 * 128 : 0) - (half_a ? kATileBytes / 2 : 0));
     IssueA(sa, a, bar, m0, k, half_a);
-#if HPMOE_EXPERIMENT_HALF_B == 3  // timing experiment only: B's second half repeats its first half
-    if (!b.split && (!kBColMajor || b.half_map)) {
-      if (kBColMajor) {
-        for (int j = 0; j < 2; ++j) TmaLoad(sb + j * (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
-      } else {
-        for (int j = 0; j < kBBoxesMnMajor; ++j)
-          TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * (j % (kBBoxesMnMajor / 2)), b.r0 + k, b.z);
-      }
-      return;
-    }
-#endif
     if (kBColMajor && b.split) {  // lines = N: each half 128 lines, 16 KB
       TmaLoad(sb, b.half_map, bar, b.c0 + k, b.r0 + n0, b.z);
       TmaLoad(sb + (kBN / 2) * 128, b.half_map, bar, b.c0 + k, b.r0 + b.split, b.z);

@@ -83,8 +83,7 @@
 #endif
 #ifndef HPMOE_EXPERIMENT_HALF_B
 // Timing-only builds (wrong results by design; docs/cuda.md, "2-CTA clusters"): each block loads the
-// half of a B tile that a 2-CTA multicast would leave it: 1 MN-major B, 2 K-major B too; 3 (the control) loads
-// every B byte from L2 but repeats the tile's first half of the columns in its second, halving B's DRAM reads.
+// half of a B tile that a 2-CTA multicast would leave it: 1 MN-major B, 2 K-major B too.
 #define HPMOE_EXPERIMENT_HALF_B 0
 #endif
 #ifndef HPMOE_GEMM_PAIRS
