@@ -28,9 +28,6 @@
 #else
 #include "block_gemm_wgmma.cuh"
 #endif
-#if HPMOE_EXPERIMENT_SIBLINGS
-#include "sibling_sync.cuh"
-#endif
 #include "../runtime/regions.h"
 #include "row_segments.cuh"
 
@@ -166,15 +163,8 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       const TmaOperand a{map_a, 0, int32_t(r0), 0, 0, map_a64};
       TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
       if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
-#if HPMOE_EXPERIMENT_SIBLINGS
-      SiblingSync sibling;
-      if (!kPaired && sibling.Setup(d, out.slot, r0, e) != 0) return;
-#endif
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
-#if HPMOE_EXPERIMENT_SIBLINGS
-          if (!kPaired && threadIdx.x == 0) sibling.AtColumn(uint32_t(n0 / kBN));
-#endif
           g.Zero();
           if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
           else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k), int32_t(m - m0 < kBM ? m - m0 : kBM));

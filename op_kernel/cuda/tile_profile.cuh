@@ -91,10 +91,6 @@ __device__ __forceinline__ void WaitProfileAdd(uint32_t op, int source, uint64_t
 __device__ unsigned long long g_pair_profile[kPairEventCount];
 
 __device__ __forceinline__ void PairProfileAdd(int event) { atomicAdd(&g_pair_profile[event], 1ull); }
-// HPMOE_EXPERIMENT_SIBLINGS (sibling_sync.cuh): GMM tasks with a sibling, columns whose sibling had posted at the
-// first look, columns met after spinning (and the ns spun), columns given up on.
-enum SiblingEvent { kSibTasks, kSibAtOnce, kSibAfterSpin, kSibSpinNs, kSibGaveUp, kSibEventCount };
-__device__ unsigned long long g_sibling_profile[kSibEventCount];
 
 __device__ __forceinline__ void ProfileAdd(int kind, int phase, uint64_t v) {
   if (threadIdx.x == 0) atomicAdd(&g_tile_profile[kind][phase], (unsigned long long)v);
@@ -187,12 +183,6 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
            direction ? "bwd" : "fwd", q[kPairAlone], q[kPairAsked], q[kPairWithdrawn], q[kPairServed],
            q[kPairBothUnits], q[kPairTiled]);
   for (int i = 0; i < kPairEventCount; ++i) q[i] = 0;
-  unsigned long long* sib = g_sibling_profile;
-  if (sib[kSibTasks] > 0)
-    printf("sibling profile %s: tasks with a sibling %llu, columns met at once %llu, after spinning %llu (%.1f us "
-           "each), given up %llu\n", direction ? "bwd" : "fwd", sib[kSibTasks], sib[kSibAtOnce], sib[kSibAfterSpin],
-           sib[kSibAfterSpin] ? 1e-3 * double(sib[kSibSpinNs]) / double(sib[kSibAfterSpin]) : 0.0, sib[kSibGaveUp]);
-  for (int i = 0; i < kSibEventCount; ++i) sib[i] = 0;
 }
 
 // Thread 0's clock marks between two tasks (CudaSync, CudaHandlers): what the sync profile's "fetches", "to the
