@@ -98,14 +98,15 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   __device__ uint32_t Full(int s) const { return this->smem + kStages * kStageBytes + 8 * s; }
   __device__ uint32_t Empty(int s) const { return Full(s) + 8 * kStages; }
 
+#if HPMOE_EXPERIMENT_HALF_B
   // Timing experiment only, results wrong by design (docs/cuda.md, "2-CTA clusters"): each block loads
   // half of an MN-major B tile, the share a 2-CTA multicast would leave it; with HPMOE_EXPERIMENT_HALF_B=2 a
-  // K-major B too (one 128-line box of b.half_map instead of the 256-line box); =4 as 2, but only in the GMM and
-  // GMM_TRANS_B tiles (A row-major), not the weight gradient's.
-  static constexpr bool kHalfB = HPMOE_EXPERIMENT_HALF_B == 1 || HPMOE_EXPERIMENT_HALF_B == 2 ||
-                                 (HPMOE_EXPERIMENT_HALF_B == 4 && !kAColMajor);
-  static constexpr int kBBoxesMnMajor = kHalfB ? kBN / 128 : kBN / 64;
-  static constexpr bool kHalfKMajorB = (HPMOE_EXPERIMENT_HALF_B == 2 || HPMOE_EXPERIMENT_HALF_B == 4) && kBColMajor;
+  // K-major B too (one 128-line box of b.half_map instead of the 256-line box).
+  static constexpr int kBBoxesMnMajor = kBN / 128;
+#else
+  static constexpr int kBBoxesMnMajor = kBN / 64;
+#endif
+  static constexpr bool kHalfKMajorB = HPMOE_EXPERIMENT_HALF_B == 2 && kBColMajor;
   static constexpr uint32_t kStepBytes = kBColMajor ? kStageBytes : kATileBytes + kBBoxesMnMajor * kBK * 128;
 
   // Thread 0 only: every slot's full barrier (one arrival per phase) and empty barrier (`empty_arrivals` warps).

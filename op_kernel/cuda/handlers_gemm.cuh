@@ -162,7 +162,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       // A segment's last piece of at most 64 rows is multiplied by one warpgroup (Accumulate's m_live).
       const TmaOperand a{map_a, 0, int32_t(r0), 0, 0, map_a64};
       TmaOperand b{map_b, 0, 0, int32_t(e)};  // W[e]: the 3-D map bounds K (GMM) or N (TRANS_B) per expert
-      if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2 || HPMOE_EXPERIMENT_HALF_B == 4) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
+      if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
           g.Zero();
