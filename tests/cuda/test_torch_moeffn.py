@@ -51,6 +51,27 @@ def step(m, x, ids, w, dy):
     return y
 
 
+def checked_step(m, x0, ids, w, dy, weights_layout: str = "stored") -> dict:
+    """One forward + backward of module m on copies of x0 and w, every output checked against float64; returns
+    the outputs (y, dx, dw1, dw2, dtopk_weights). "linear": the weights passed as views of nn.Linear's [E, 2I, h]
+    / [E, h, I] tensors (read in place), their gradients read back in the stored layout."""
+    x = x0.clone().requires_grad_()
+    wt = w.detach().clone().requires_grad_()
+    if weights_layout == "linear":
+        from hpmoe.torch import moe_ffn
+        gu = m.w1.detach().transpose(1, 2).contiguous().requires_grad_()
+        dn = m.w2.detach().transpose(1, 2).contiguous().requires_grad_()
+        y = moe_ffn(x, ids, wt, gu.transpose(1, 2), dn.transpose(1, 2), m.runtime)
+        y.backward(dy)
+        dw1, dw2 = gu.grad.transpose(1, 2), dn.grad.transpose(1, 2)
+    else:
+        y = step(m, x, ids, wt, dy)
+        dw1, dw2 = m.w1.grad, m.w2.grad
+    got = {"y": y, "dx": x.grad, "dw1": dw1, "dw2": dw2, "dtopk_weights": wt.grad}
+    check_against_float64(x, m.w1, m.w2, ids, wt, dy, {n: f64(v) for n, v in got.items()}, torch.bfloat16)
+    return {n: v.detach().clone() for n, v in got.items()}
+
+
 def assert_variants_bitwise_equal(T: int, h: int, inter: int, experts: int, k: int, variants: list[dict],
                                   check_module=None) -> None:
     """One step of MoEFFN(**variant) per variant on the same inputs and weights: each against float64, all
@@ -68,12 +89,7 @@ def assert_variants_bitwise_equal(T: int, h: int, inter: int, experts: int, k: i
         with torch.no_grad():
             m.w1.copy_(torch.randn_like(m.w1, dtype=torch.float32).mul_(h ** -0.5))
             m.w2.copy_(torch.randn_like(m.w2, dtype=torch.float32).mul_(inter ** -0.5))
-        x = x0.clone().requires_grad_()
-        wt = w.detach().clone().requires_grad_()
-        y = step(m, x, ids, wt, dy)
-        got = {"y": y, "dx": x.grad, "dw1": m.w1.grad, "dw2": m.w2.grad, "dtopk_weights": wt.grad}
-        check_against_float64(x, m.w1, m.w2, ids, wt, dy, {n: f64(v) for n, v in got.items()}, torch.bfloat16)
-        results.append({n: v.detach().clone() for n, v in got.items()})
+        results.append(checked_step(m, x0, ids, w, dy))
     for variant, result in zip(variants[1:], results[1:]):
         for name in results[0]:
             assert torch.equal(results[0][name], result[name]), f"{name}: {variant} differs from {variants[0]}"
@@ -278,21 +294,7 @@ def test_segment_pieces_around_one_warpgroup_match_float64_and_each_other(weight
         with torch.no_grad():
             m.w1.copy_(w1)
             m.w2.copy_(w2)
-        x = x0.clone().requires_grad_()
-        wt = w.clone().requires_grad_()
-        if weights_layout == "linear":  # nn.Linear's [E, 2I, h] / [E, h, I], read in place as views
-            from hpmoe.torch import moe_ffn
-            gu = m.w1.detach().transpose(1, 2).contiguous().requires_grad_()
-            dn = m.w2.detach().transpose(1, 2).contiguous().requires_grad_()
-            y = moe_ffn(x, ids, wt, gu.transpose(1, 2), dn.transpose(1, 2), m.runtime)
-            y.backward(dy)
-            dw1, dw2 = gu.grad.transpose(1, 2), dn.grad.transpose(1, 2)
-        else:
-            y = step(m, x, ids, wt, dy)
-            dw1, dw2 = m.w1.grad, m.w2.grad
-        got = {"y": y, "dx": x.grad, "dw1": dw1, "dw2": dw2, "dtopk_weights": wt.grad}
-        check_against_float64(x, m.w1, m.w2, ids, wt, dy, {n: f64(v) for n, v in got.items()}, torch.bfloat16)
-        results.append({n: v.detach().clone() for n, v in got.items()})
+        results.append(checked_step(m, x0, ids, w, dy, weights_layout))
     for name in results[0]:
         assert torch.equal(results[0][name], results[1][name]), f"{name}: aligned differs from unaligned"
 
