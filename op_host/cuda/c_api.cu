@@ -52,6 +52,8 @@ int hpmoe_cuda_device_count(void) {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
+uint32_t hpmoe_cuda_blocks_per_worker(void) { return hpmoe::cuda::kBlocksPerWorker; }
+
 void* hpmoe_cuda_group_create(const uint32_t* config16, uint32_t counters_fwd, uint32_t counters_bwd,
                               const int32_t* devices, uint32_t external_mask, const uint64_t* placed, char* err,
                               int errlen) {

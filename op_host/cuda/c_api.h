@@ -18,6 +18,10 @@ typedef struct {
 // GPUs the CUDA runtime sees (0 when there is no driver or no GPU).
 int hpmoe_cuda_device_count(void);
 
+// Thread blocks that run one SSC worker (queue): 1, or 2 in a build whose workers are 2-block clusters
+// (HPMOE_CLUSTER_WORKER): compile such SSCs for half as many workers.
+uint32_t hpmoe_cuda_blocks_per_worker(void);
+
 // config16: the 16 uint32 of ssc::SscConfig; devices: the GPU of each rank (ep entries).
 // external_mask: bit s = slot s lives outside the heaps (bound by every launch that uses it; 0: none).
 // placed: NULL, or 26 device addresses: slot s lives at placed[s] for the group's lifetime where non-zero

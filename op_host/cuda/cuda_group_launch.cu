@@ -65,7 +65,8 @@ std::string CudaGroup::AllocateRank(uint32_t r, int device) {
 }
 
 std::string CudaGroup::CheckCoResidency(uint32_t rank, uint32_t direction) const {
-  const uint32_t workers = cfg_.num_aic + cfg_.num_aiv;  // one block per worker (a pool queue is no worker)
+  const uint32_t workers = cfg_.num_aic + cfg_.num_aiv;  // a pool queue is no worker
+  const uint32_t blocks = workers * kBlocksPerWorker;  // one block per worker, or a 2-block cluster
   const int dev = ranks_[rank].device;
   cudaDeviceProp prop;
   HPMOE_CUDA_TRY(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
@@ -81,6 +82,10 @@ std::string CudaGroup::CheckCoResidency(uint32_t rank, uint32_t direction) const
     return Format("the SSC has %u workers (num_aic + num_aiv); this build (HPMOE_GEMM_PAIRS) runs them in 2-block "
                   "clusters and needs an even number", workers);
   const uint64_t capacity = uint64_t(per_sm) * uint64_t(prop.multiProcessorCount);
+  if (HPMOE_CLUSTER_WORKER && blocks > capacity)
+    return Format("the SSC has %u workers (num_aic + num_aiv); this build (HPMOE_CLUSTER_WORKER) runs each as 2 "
+                  "blocks and GPU %d (%s) holds %llu co-resident worker blocks: compile for at most %llu workers",
+                  workers, dev, prop.name, (unsigned long long)capacity, (unsigned long long)(capacity / 2));
   if (workers > capacity)
     return Format("the SSC has %u workers (num_aic + num_aiv) but GPU %d (%s) holds %llu co-resident worker blocks "
                   "(%d SMs x %d, %u KB shared memory each); compile with fewer --workers-aic/--workers-aiv",
@@ -244,18 +249,21 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
   coop.id = cudaLaunchAttributeCooperative;
   coop.val.cooperative = 1;
   cudaLaunchConfig_t lc{};
-  lc.gridDim = dim3(cfg_.num_aic + cfg_.num_aiv);
+  lc.gridDim = dim3((cfg_.num_aic + cfg_.num_aiv) * kBlocksPerWorker);
   lc.blockDim = dim3(kThreads);
   lc.dynamicSmemBytes = kWorkerSmemBytes;
   lc.stream = stream;
   cudaLaunchAttribute attrs[2] = {coop, {}};
-#if HPMOE_GEMM_PAIRS  // 2-block clusters: pool units on the same B run as paired tiles (cluster_pairing.cuh)
-  attrs[1].id = cudaLaunchAttributeClusterDimension;
-  attrs[1].val.clusterDim.x = 2;
-  attrs[1].val.clusterDim.y = attrs[1].val.clusterDim.z = 1;
-#endif
+  // 2-block clusters: pool units on the same B run as paired tiles (HPMOE_GEMM_PAIRS, cluster_pairing.cuh), or
+  // each worker is a cluster (HPMOE_CLUSTER_WORKER, cuda_sync.cuh).
+  constexpr bool kClusters = HPMOE_GEMM_PAIRS || HPMOE_CLUSTER_WORKER;
+  if (kClusters) {
+    attrs[1].id = cudaLaunchAttributeClusterDimension;
+    attrs[1].val.clusterDim.x = 2;
+    attrs[1].val.clusterDim.y = attrs[1].val.clusterDim.z = 1;
+  }
   lc.attrs = attrs;
-  lc.numAttrs = HPMOE_GEMM_PAIRS ? 2 : 1;
+  lc.numAttrs = kClusters ? 2 : 1;
   const cudaError_t e = cudaLaunchKernelExC(&lc, Kernel(cfg_), args);
   if (e != cudaSuccess) {
     failed_ = true;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include "block_gemm_tma.cuh"
+#include "cluster_dsmem.cuh"
 #if HPMOE_GEMM_WS == 2
 #include "block_gemm_ws.cuh"
 #endif
@@ -24,16 +25,6 @@
 namespace hpmoe {
 namespace cuda {
 
-__device__ __forceinline__ uint32_t ClusterRank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// Every thread of both blocks; orders each block's earlier shared-memory work (barrier inits, epilogue reads)
-// before the peer's later copies and arrivals.
-__device__ __forceinline__ void ClusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
 __device__ __forceinline__ void TmaLoadMulticast(uint32_t dst, const void* map, uint32_t bar, int32_t c, int32_t r,
                                                  int32_t z, uint16_t mask) {
   asm volatile(

@@ -53,24 +53,6 @@ struct PairState {
 };
 __shared__ PairState g_pair;  // one per block, at the same offset in both blocks of a cluster
 
-__device__ __forceinline__ uint32_t SharedAddr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-__device__ __forceinline__ uint32_t Remote(const void* local, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(SharedAddr(local)), "r"(rank));
-  return remote;
-}
-__device__ __forceinline__ void StoreRemote(uint32_t* local, uint32_t rank, uint32_t v) {
-  asm volatile("st.relaxed.cluster.shared::cluster.u32 [%0], %1;" ::"r"(Remote(local, rank)), "r"(v) : "memory");
-}
-// The last store of a message: release, so the peer's acquire of this word sees the stores before it.
-__device__ __forceinline__ void StoreRemoteRelease(uint32_t* local, uint32_t rank, uint32_t v) {
-  asm volatile("st.release.cluster.shared::cluster.u32 [%0], %1;" ::"r"(Remote(local, rank)), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint32_t LoadAcquireCluster(const uint32_t* local) {
-  uint32_t v;
-  asm volatile("ld.acquire.cluster.shared::cta.u32 %0, [%1];" : "=r"(v) : "r"(SharedAddr(local)) : "memory");
-  return v;
-}
 __device__ __forceinline__ uint32_t CasRemote(uint32_t* local, uint32_t rank, uint32_t expect, uint32_t v) {
   uint32_t old;
   asm volatile("atom.acq_rel.cluster.shared::cluster.cas.b32 %0, [%1], %2, %3;"

@@ -70,16 +70,30 @@ __device__ __forceinline__ void CopyVectors(uint4* o, const uint4* s, uint64_t n
 
 // Copies `bytes` from src to dst with the whole block: 16-byte vectors when both are aligned; loads from L2
 // (the payload was written by another block).
+// (A worker of two blocks: this block's half, ShareOf.)
 __device__ __forceinline__ void BlockCopy(void* dst, const void* src, uint64_t bytes) {
   if (((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src) | bytes) & 15) == 0) {
-    CopyVectors(reinterpret_cast<uint4*>(dst), reinterpret_cast<const uint4*>(src), bytes / 16, threadIdx.x,
-                WorkerThreads());
+    const Share v = ShareOf(0, bytes / 16);
+    CopyVectors(reinterpret_cast<uint4*>(dst) + v.begin, reinterpret_cast<const uint4*>(src) + v.begin,
+                v.end - v.begin, threadIdx.x, WorkerThreads());
     return;
   }
+  const Share b = ShareOf(0, bytes);
   const uint8_t* s = reinterpret_cast<const uint8_t*>(src);
   uint8_t* o = reinterpret_cast<uint8_t*>(dst);
-  for (uint64_t i = threadIdx.x; i < bytes; i += WorkerThreads()) o[i] = s[i];
+  for (uint64_t i = b.begin + threadIdx.x; i < b.end; i += WorkerThreads()) o[i] = s[i];
 }
+
+#if HPMOE_CLUSTER_WORKER
+// A worker that is a 2-block cluster (gemm_variant.h): block 0 waits on the events and claims; block 1 follows
+// its posts in these words of block 1's shared memory, each (sequence number << 32) | value: the status of
+// block 0's n-th wait, and its n-th claim. Block 1 then runs every task block 0 runs, and fails where block 0
+// fails, so that neither is ever left alone at a cluster barrier or a multicast.
+__shared__ unsigned long long g_worker_wait_post, g_worker_claim_post;
+__device__ __forceinline__ void InitWorkerPosts() {
+  if (threadIdx.x == 0) g_worker_wait_post = g_worker_claim_post = 0;
+}
+#endif
 
 #if HPMOE_GEMM_PAIRS
 __device__ inline uint32_t ClaimInRounds(const DeviceRank& d, uint32_t* claim_counter);  // cluster_pairing.cuh
@@ -96,6 +110,16 @@ class CudaSync {
     const uint64_t t_enter = ProfileClock();  // timing-only builds (tile_profile.cuh)
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) marks_.WaitEnter(t_enter);
     bool unmet = false;
+#if HPMOE_CLUSTER_WORKER
+    if (WorkerRank() != 0) {  // block 1: block 0's verdict on this wait
+      if (threadIdx.x == 0) {
+        status = int32_t(FollowPost(&g_worker_wait_post, ++waits_));
+        counter = 0;
+        detail = 0;
+        __threadfence();  // the task's inputs, published to block 0's acquire, before this block's reads
+      }
+    } else
+#endif
     if (threadIdx.x == 0) {
       const uint32_t* c = d_.Counter(d_.rank, event);
       uint32_t v = LoadCounter(c);
@@ -124,6 +148,9 @@ class CudaSync {
       status = st;
       counter = v;
       detail = det;
+#if HPMOE_CLUSTER_WORKER
+      StoreRemoteRelease64(&g_worker_wait_post, 1, (uint64_t(++waits_) << 32) | uint32_t(st));
+#endif
     }
     WorkerSync();
     const int32_t st = status;
@@ -137,8 +164,8 @@ class CudaSync {
 
   __device__ void Signal(uint32_t rank, uint32_t event) {
     const uint64_t t_enter = ProfileClock();
-    WorkerSync();
-    if (threadIdx.x == 0) AddCounter(d_.Counter(rank, event), 1u);
+    WorkerSync();  // (a worker of two blocks: the handler's cluster barrier ordered block 1's work before this)
+    if (threadIdx.x == 0 && WorkerRank() == 0) AddCounter(d_.Counter(rank, event), 1u);
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) SyncProfileAdd(kSyncSignal, ProfileClock() - t_enter);
   }
 
@@ -150,6 +177,16 @@ class CudaSync {
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0) marks_.ClaimEnter(t_enter);
 #if HPMOE_GEMM_PAIRS  // the two blocks of a cluster claim in rounds (cluster_pairing.cuh)
     if (threadIdx.x == 0) claimed = ClaimInRounds(d_, d_.Counter(d_.rank, d_.program.num_events));
+#elif HPMOE_CLUSTER_WORKER  // block 0 claims for the worker and posts it to block 1
+    if (threadIdx.x == 0 && WorkerRank() == 0) {
+      claimed = atomicAdd(d_.Counter(d_.rank, d_.program.num_events), 1u);
+      StoreRemoteRelease64(&g_worker_claim_post, 1, (uint64_t(++claims_) << 32) | claimed);
+    } else if (threadIdx.x == 0) {
+      const rt::SscProgram& p = d_.program;
+      const uint64_t post = FollowPost(&g_worker_claim_post, ++claims_, true);
+      // No post (block 0 is gone: the launch failed): a claim past the pool ends block 1's loop.
+      claimed = post != kNoPost ? uint32_t(post) : (p.invocation - 1u) * (p.num_pool + p.claimers) + p.num_pool;
+    }
 #else
     if (threadIdx.x == 0) claimed = atomicAdd(d_.Counter(d_.rank, d_.program.num_events), 1u);
 #endif
@@ -170,10 +207,31 @@ class CudaSync {
                                uint32_t value) {
     if (bytes != 0) BlockCopy(d_.Peer(dst_rank, static_cast<uint8_t*>(dst)), src, bytes);
     WorkerSync();
-    if (threadIdx.x == 0 && event != ssc::kNoEvent) AddCounter(d_.Counter(dst_rank, event), value);
+    WorkerBlocksSync();  // a worker of two blocks: both halves of the payload are written
+    if (threadIdx.x == 0 && WorkerRank() == 0 && event != ssc::kNoEvent) AddCounter(d_.Counter(dst_rank, event), value);
   }
 
  private:
+#if HPMOE_CLUSTER_WORKER
+  static constexpr uint64_t kNoPost = ~0ull;
+  // Block 1, thread 0: block 0's post number `seq` in `word`: its value (the low 32 bits), or, where block 0
+  // has posted past it, 0 (a wait's kOk: block 0 posts again only after a wait that passed). The wait watches
+  // no abort word: block 0 posts every wait's verdict, failures included, and returns from each wait within the
+  // group's timeout, so block 1 gives up (kWaitTimeout, or kNoPost for a claim) only after twice that.
+  __device__ uint64_t FollowPost(const unsigned long long* word, uint32_t seq, bool claim = false) {
+    const uint64_t deadline = GlobalTimerNs() + 2 * d_.timeout_ns;
+    for (uint32_t spin = 1;; ++spin) {
+      const unsigned long long v = LoadAcquireCluster64(word);
+      const uint32_t posted = uint32_t(v >> 32);
+      if (int32_t(posted - seq) >= 0) return posted == seq ? uint64_t(uint32_t(v)) : 0;
+      if ((spin & 63) == 0 && GlobalTimerNs() > deadline) {
+        RaiseAbort(d_);
+        return claim ? kNoPost : uint64_t(uint32_t(rt::kWaitTimeout));
+      }
+    }
+  }
+  uint32_t waits_ = 0, claims_ = 0;  // thread 0's count of the worker's waits and claims
+#endif
   // Event counters: system scope (peers), or gpu scope at EP 1 under HPMOE_SYNC_GPU_SCOPE (above).
   __device__ bool GpuScope() const { return HPMOE_SYNC_GPU_SCOPE && d_.cfg.ep == 1; }
   __device__ uint32_t LoadCounter(const uint32_t* c) const { return GpuScope() ? LoadAcquireGpu(c) : LoadAcquire(c); }

@@ -97,12 +97,28 @@
 #if HPMOE_GEMM_PAIRS && HPMOE_GEMM_WS
 #error "paired pool units run on the 256-thread tile only (session 26 measured them on HPMOE_GEMM_WS=2: slower)"
 #endif
+#ifndef HPMOE_CLUSTER_WORKER
+// 1: each worker (SSC queue) is a 2-block cluster (cluster_worker.cuh; docs/cuda.md, "A worker that is a
+// 2-block cluster"): both blocks run the queue, block 0 waits, claims and signals for the worker, and each
+// handler splits its task between the two (GMM row tiles in pairs with B multicast). The SSC is compiled for
+// half as many workers at twice the row tile (the PyTorch op asks the library, hpmoe_cuda_blocks_per_worker).
+// 0 (the default): one block per worker.
+#define HPMOE_CLUSTER_WORKER 0
+#endif
+#ifndef HPMOE_CLUSTER_NO_MULTICAST
+#define HPMOE_CLUSTER_NO_MULTICAST 0  // diagnostic: the cluster worker's row-tile pairs without multicast
+#endif
+#if HPMOE_CLUSTER_WORKER && (HPMOE_GEMM_PAIRS || HPMOE_GEMM_WS || !HPMOE_GEMM_TMA || HPMOE_WGRAD_CHAIN || \
+                             HPMOE_WGRAD_PINGPONG || HPMOE_GEMM_ASYNC_EPILOGUE)
+#error "the cluster worker is a variant of the default 256-thread TMA tile (no pairs, roles, chain, ping-pong)"
+#endif
 // HPMOE_EXPERIMENT_PROFILE=1: per-phase cycles of the GMM tiles, printed per launch (tile_profile.cuh).
 
 namespace hpmoe {
 namespace cuda {
 
 constexpr uint32_t kThreads = HPMOE_GEMM_WS ? 384 : 256;  // threads per worker block (both roles)
+constexpr uint32_t kBlocksPerWorker = HPMOE_CLUSTER_WORKER ? 2 : 1;  // blocks that run one SSC queue
 
 }  // namespace cuda
 }  // namespace hpmoe

@@ -19,6 +19,9 @@
 #if HPMOE_GEMM_PAIRS
 #include "cluster_pairing.cuh"
 #endif
+#if HPMOE_CLUSTER_WORKER
+#include "block_gemm_paired.cuh"
+#endif
 #if HPMOE_WGRAD_CHAIN
 #include "block_gemm_chain.cuh"
 #endif
@@ -154,6 +157,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
   // Every tile of the task: expert segment, row tile, column tile. Paired (HPMOE_GEMM_PAIRS), the peer block
   // walks the same tiles on the same B: one m0 on both (in.rows is one row tile), the same n0 and K.
+#if !HPMOE_CLUSTER_WORKER
   auto walk = [&](auto& g, auto paired) {
     constexpr bool kPaired = decltype(paired)::value;
     return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
@@ -179,6 +183,39 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       }
     });
   };
+#endif
+#if HPMOE_CLUSTER_WORKER
+  // A worker of two blocks: each segment's 128-row tiles in pairs, block r multiplying tile 2 i + r of pair i
+  // on the same B (multicast, BlockGemmPaired); an odd last tile's column tiles dealt between the blocks.
+  // Every tile's products are the solo tile's: bitwise the one-block worker's outputs.
+  BlockGemmPaired<T, false, kTransB> g(smem);
+  const uint32_t rank = WorkerRank();
+  return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
+    const int64_t m = int64_t(r1 - r0), tiles = (m + kBM - 1) / kBM;
+    const TmaOperand a{map_a, 0, int32_t(r0), 0, 0, map_a64};
+    TmaOperand b{map_b, 0, 0, int32_t(e)};
+    if (kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);  // each block's 128 lines of a K-major B tile
+    for (int64_t pair = 0; pair + 2 <= tiles; pair += 2) {
+      const int64_t m0 = (pair + rank) * kBM;
+      for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
+        g.Zero();
+        if (HPMOE_CLUSTER_NO_MULTICAST)  // diagnostic: the same deal, each block loading its own B
+          g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k), int32_t(m - m0 < kBM ? m - m0 : kBM));
+        else
+          g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
+        g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
+      }
+    }
+    if (tiles % 2 == 1) {
+      const int64_t m0 = (tiles - 1) * kBM;
+      for (int64_t n0 = c0 + rank * kBN; n0 < c1; n0 += kBlocksPerWorker * kBN) {
+        g.Zero();
+        g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k), int32_t(m - m0));
+        g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
+      }
+    }
+  });
+#else
 #if HPMOE_GEMM_PAIRS
   if (PairedWithPeer(d, t)) {  // the peer block runs the same B beside this unit
     const int32_t st = CommitPair(d);
@@ -192,6 +229,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   const int32_t err = walk(g, std::false_type{});
   g.FinishStores();
   return err;
+#endif  // HPMOE_CLUSTER_WORKER
 #else
   BlockGemm<T, false, kTransB> g(smem);
   return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
@@ -364,8 +402,9 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   }
 #endif
   int32_t err = 0;
+  // A worker of two blocks deals the column tiles between them (block r: tiles r, r + 2, ...).
   for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {
-    for (int64_t n0 = int64_t(c0); n0 < int64_t(c1) && err == 0; n0 += kBN) {
+    for (int64_t n0 = int64_t(c0) + WorkerRank() * kBN; n0 < int64_t(c1) && err == 0; n0 += kBlocksPerWorker * kBN) {
       g.Zero();
       err = segments([&](int32_t r0, int32_t r1) {
 #if HPMOE_GEMM_TMA

@@ -56,8 +56,10 @@ __device__ __noinline__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sy
   const T* src = d.Slot<T>(src_slot);
   T* dst = d.Peer(out.rank, d.Slot<T>(dst_slot) + uint64_t(out.row_offset) * h);
   const float* weights = d.Slot<float>(ssc::kSlotTopkWeights);
-  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = WorkerThreads() / 32;
-  for (uint64_t i = warp; i < n; i += warps) {  // one warp per row, 16-byte vectors
+  // One warp per row, 16-byte vectors; a worker of two blocks deals the rows to the warps of both.
+  const uint32_t lane = threadIdx.x % 32, warps = kBlocksPerWorker * WorkerThreads() / 32;
+  const uint32_t warp = WorkerRank() * (WorkerThreads() / 32) + threadIdx.x / 32;
+  for (uint64_t i = warp; i < n; i += warps) {
     if (plan[i] == -1) continue;  // a pad between experts
     const uint64_t tk = uint64_t(plan[i]);
     const T* s = src + (tk / k) * h;

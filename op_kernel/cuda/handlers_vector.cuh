@@ -108,7 +108,10 @@ __device__ int32_t RunSwiglu(const DeviceRank& d, uint8_t* smem, const ssc::SscT
 #if HPMOE_SWIGLU_STREAM
   const rt::FastDivmod row_vecs = RowVecs(b.cols);
 #endif
-  return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
+  return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t v0, uint64_t v1) {
+    const Share mine = ShareOf(v0, v1);  // a worker of two blocks: this block's rows
+    const uint64_t r0 = mine.begin, r1 = mine.end;
+    if (kBlocksPerWorker > 1 && r0 == r1) return;
 #if HPMOE_SWIGLU_STREAM
     // Gate and up rows through shared memory by bulk copies (bulk_stream.cuh).
     StreamRows<2>(smem, RowPieces(uint32_t(r1 - r0), uint32_t(b.cols)),
@@ -151,7 +154,10 @@ __device__ int32_t RunSwigluGrad(const DeviceRank& d, uint8_t* smem, const ssc::
 #if HPMOE_SWIGLU_STREAM
   const rt::FastDivmod row_vecs = RowVecs(b.cols);
 #endif
-  return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t r0, uint64_t r1) {
+  return ForEachValidRange(d, b.row0, b.rows, [&](uint64_t v0, uint64_t v1) {
+    const Share mine = ShareOf(v0, v1);  // a worker of two blocks: this block's rows
+    const uint64_t r0 = mine.begin, r1 = mine.end;
+    if (kBlocksPerWorker > 1 && r0 == r1) return;
 #if HPMOE_SWIGLU_STREAM
     StreamRows<3>(smem, RowPieces(uint32_t(r1 - r0), uint32_t(b.cols)),
                   [&](int i, uint32_t j) {
@@ -211,7 +217,8 @@ __device__ int32_t ReduceTokens(const DeviceRank& d, const ssc::SscTensorRef& re
   if (!FullCols(d, ret) || ret.cols != h || rows_ref.slot != ssc::kSlotTokenRows || !FullCols(d, rows_ref) ||
       !FullCols(d, out) || out.cols != h || !SameRows(rows_ref, out))
     return rt::kErrRegion;
-  const rt::TokenSpan span = RoutedTokens(d, out);
+  const rt::TokenSpan routed = RoutedTokens(d, out);
+  const Share span = ShareOf(routed.begin, routed.end);  // (a worker of two blocks: this block's tokens)
   if (!TokenRowsValid(d, span.begin, span.end - span.begin)) return rt::kErrPlan;
   const T* rs = d.Slot<T>(ret.slot);
   const int32_t* rows = d.Slot<int32_t>(ssc::kSlotTokenRows);
@@ -274,7 +281,8 @@ __device__ int32_t RunTopkWeightGrad(const DeviceRank& d, const ssc::SscTask& t)
       rows_ref.slot != ssc::kSlotTokenRows || !SameRows(rows_ref, out) || out.slot != ssc::kSlotDTopkWeights ||
       !FullCols(d, out))
     return rt::kErrRegion;
-  const rt::TokenSpan span = RoutedTokens(d, out);
+  const rt::TokenSpan routed = RoutedTokens(d, out);
+  const Share span = ShareOf(routed.begin, routed.end);  // (a worker of two blocks: this block's tokens)
   if (!TokenRowsValid(d, span.begin, span.end - span.begin)) return rt::kErrPlan;
   const T* dys = d.Slot<T>(ssc::kSlotDy);
   const T* rs = d.Slot<T>(ssc::kSlotRetY);
@@ -356,6 +364,7 @@ __device__ int32_t RunAdd(const DeviceRank& d, const ssc::SscTask& t) {
   if (!PlainRegion(d, a) || !PlainRegion(d, b) || !PlainRegion(d, out) || a.rows != out.rows || b.rows != out.rows ||
       a.cols != out.cols || b.cols != out.cols)
     return rt::kErrRegion;
+  if (WorkerRank() != 0) return 0;  // a worker of two blocks: block 0 does it all (rare)
   for (uint64_t i = threadIdx.x; i < uint64_t(out.rows) * out.cols; i += WorkerThreads()) {
     const uint64_t r = i / out.cols, c = i % out.cols;
     const float va = LoadAny(d, a.slot, (a.row_offset + r) * d.slots[a.slot].cols + a.col_offset + c);

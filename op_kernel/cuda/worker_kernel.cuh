@@ -26,7 +26,7 @@ __device__ __forceinline__ void MarkFailed(const DeviceRank& d) {
 // plan's problem in one line at its next poll.
 template <class T>
 __device__ void RefusePlan(const DeviceRank& d, uint32_t queue) {
-  if (queue == 0 && threadIdx.x == 0) {
+  if (queue == 0 && threadIdx.x == 0 && WorkerRank() == 0) {
     rt::WorkerReport r{};
     r.status = rt::kHandlerFailed;
     r.rank = d.rank;
@@ -85,7 +85,7 @@ __device__ inline uint32_t AgreedNeed(const DeviceRank& d) {
 // spills (260 -> 1512 bytes of stores) into its vector loops: Qwen3-30B-A3B's backward 3.6 -> 5.8 ms.
 template <class T, bool kFusedSwiglu>
 __device__ __forceinline__ void RunWorker(const DeviceRank& d, uint8_t* smem) {
-  const uint32_t queue = blockIdx.x;
+  const uint32_t queue = blockIdx.x / kBlocksPerWorker;  // a worker of two blocks: the cluster's queue
   if (queue >= d.program.num_queues || d.skip) return;
   if (d.planned && d.plan_bad != kNoBadId) {
     RefusePlan<T>(d, queue);
@@ -126,7 +126,7 @@ __device__ __forceinline__ void RunWorker(const DeviceRank& d, uint8_t* smem) {
 #endif
   CudaSync sync(d);
   CudaHandlers<T, kFusedSwiglu> handlers(d, sync, smem);
-  rt::WorkerReport* report = threadIdx.x == 0 ? &d.reports[queue] : nullptr;
+  rt::WorkerReport* report = threadIdx.x == 0 && WorkerRank() == 0 ? &d.reports[queue] : nullptr;
   const BlockStamp stamp = ProfileBlockBegin();  // timing-only builds (tile_profile.cuh)
   const int32_t st = rt::RunWorkerQueue(d.program, queue, sync, handlers, report);
   ProfileBlockEnd(stamp);
@@ -144,6 +144,11 @@ __global__ void __launch_bounds__(kThreads, 1) WorkerKernel(const DeviceRank* __
   extern __shared__ __align__(128) uint8_t smem[];
 #if HPMOE_GEMM_PAIRS  // 2-block clusters: no block reads its peer's shared memory before or after both are here
   InitPairs(*rank);
+  ClusterSync();
+  RunWorker<T, kFusedSwiglu>(*rank, smem);
+  ClusterSync();
+#elif HPMOE_CLUSTER_WORKER  // the same for a worker of two blocks (cluster_worker posts, cuda_sync.cuh)
+  InitWorkerPosts();
   ClusterSync();
   RunWorker<T, kFusedSwiglu>(*rank, smem);
   ClusterSync();

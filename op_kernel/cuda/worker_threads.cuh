@@ -6,6 +6,9 @@
 #pragma once
 
 #include "gemm_variant.h"
+#if HPMOE_CLUSTER_WORKER
+#include "cluster_dsmem.cuh"
+#endif
 
 namespace hpmoe {
 namespace cuda {
@@ -36,6 +39,32 @@ __device__ __forceinline__ int WorkerSyncOr(int pred) {
   return int(any);
 #else
   return __syncthreads_or(pred);
+#endif
+}
+
+// The block's share of a worker's task (HPMOE_CLUSTER_WORKER: the worker is a 2-block cluster, and block r of
+// it takes part r of every split): its rank in the worker, and its half of an index range [b, e) (block 0 the
+// first ceil half). One block per worker: rank 0, the whole range.
+__device__ __forceinline__ uint32_t WorkerRank() {
+#if HPMOE_CLUSTER_WORKER
+  return ClusterRank();
+#else
+  return 0;
+#endif
+}
+struct Share {
+  uint64_t begin, end;
+};
+__device__ __forceinline__ Share ShareOf(uint64_t b, uint64_t e) {
+  if (kBlocksPerWorker == 1) return {b, e};
+  const uint64_t mid = b + (e - b + 1) / 2;
+  return WorkerRank() == 0 ? Share{b, mid} : Share{mid, e};
+}
+// After a handler, at cluster scope: both blocks' stores are done before block 0 signals (its release is
+// cumulative over them). Nothing with one block per worker (the handler's own barrier does it).
+__device__ __forceinline__ void WorkerBlocksSync() {
+#if HPMOE_CLUSTER_WORKER
+  ClusterSync();
 #endif
 }
 

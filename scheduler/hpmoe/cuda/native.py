@@ -52,6 +52,9 @@ def lib() -> ctypes.CDLL:
         u32, u64, vp, cp, i32 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
         pu32 = ctypes.POINTER(u32)
         L.hpmoe_cuda_device_count.argtypes = []
+        if hasattr(L, "hpmoe_cuda_blocks_per_worker"):  # (a library built before the query: one block a worker)
+            L.hpmoe_cuda_blocks_per_worker.argtypes = []
+            L.hpmoe_cuda_blocks_per_worker.restype = u32
         pu64 = ctypes.POINTER(u64)
         L.hpmoe_cuda_group_create.argtypes = [pu32, u32, u32, ctypes.POINTER(ctypes.c_int32), u32, pu64, cp, i32]
         L.hpmoe_cuda_group_create.restype = vp
@@ -99,3 +102,10 @@ def gpu_count() -> int:
         return int(lib().hpmoe_cuda_device_count())
     except (CudaFailure, OSError, AttributeError):  # no library, no driver, or a stale build
         return 0
+
+
+def blocks_per_worker() -> int:
+    """Thread blocks per SSC worker in the loaded build: 2 where each worker is a 2-block cluster
+    (-DHPMOE_CLUSTER_WORKER=1), else 1."""
+    query = getattr(lib(), "hpmoe_cuda_blocks_per_worker", None)
+    return int(query()) if query is not None else 1

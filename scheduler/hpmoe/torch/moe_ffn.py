@@ -86,7 +86,7 @@ class MoEFFN(torch.nn.Module):
 
     def __init__(self, hidden_size: int, intermediate_size: int, num_local_experts: int, topk: int, *,
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
-                 tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
+                 tile_m: int | None = None, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
                  expert_aligned: bool | None = None, fuse_wgrad_accumulation: bool = False,

@@ -11,7 +11,7 @@ import torch.distributed as dist
 
 from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
-from ..cuda.native import CudaFailure
+from ..cuda.native import CudaFailure, blocks_per_worker
 from ..errors import HpmoeError
 from ..gmm_split import default_expert_aligned, default_first_gmm_pool, too_few_row_tiles
 from ..speculative_bucket import GROWTH, grown_rows, least_rows, pass_ranges
@@ -65,7 +65,7 @@ class MoeFfnRuntime:
 
     def __init__(self, hidden_size: int, intermediate_size: int, num_local_experts: int, topk: int, *,
                  group=None, capacity_factor: float | None = None, dtype: torch.dtype = torch.bfloat16,
-                 tile_m: int = 128, num_aic: int | None = None, num_aiv: int | None = None,
+                 tile_m: int | None = None, num_aic: int | None = None, num_aiv: int | None = None,
                  wgrad_tile: int = 0, token_tile: int = 0, sync_free: bool = False, timeout_s: float = 60.0,
                  device=None, wgrad_n_block: int | None = None, fuse_swiglu: bool | None = None,
                  expert_aligned: bool | None = None, share_workspace: bool = True,
@@ -77,7 +77,7 @@ class MoeFfnRuntime:
         self.ep = dist.get_world_size(self.group) if distributed else 1
         self.rank = dist.get_rank(self.group) if distributed else 0
         self.hidden, self.inter, self.experts, self.topk = hidden_size, intermediate_size, num_local_experts, topk
-        self.capacity_factor, self.dtype, self.tile_m, self.timeout_s = capacity_factor, dtype, tile_m, timeout_s
+        self.capacity_factor, self.dtype, self.timeout_s = capacity_factor, dtype, timeout_s
         self.wgrad_tile, self.token_tile = wgrad_tile, token_tile  # 0: the compiler's choice
         # Weight-gradient units of this many columns (wgrad_split.py; 0: whole widths; None: the measured default,
         # per token count: wider units where experts get few rows).
@@ -139,10 +139,15 @@ class MoeFfnRuntime:
             if not blocks.isdigit() or not 2 <= int(blocks) <= sms:
                 raise ValueError(f"HPMOE_BLOCKS={blocks!r}: worker blocks per rank must be an integer in [2, {sms}]")
             sms = int(blocks)
+        # A build whose workers are 2-block clusters (-DHPMOE_CLUSTER_WORKER=1) runs half as many workers, each
+        # with twice the rows of the one-block tile per row tile (tile_m None: 128 rows per block).
+        self.blocks_per_worker = blocks_per_worker()
+        sms //= self.blocks_per_worker
+        self.tile_m = tile_m if tile_m is not None else 128 * self.blocks_per_worker
         # Row pipelines: cube-queue blocks run each row tile's whole chain; 4 vector-queue blocks run entry
         # signals and their share of the puts and reductions; routing-dependent work is claimed at run time
         # (benchmarks/RESULTS.md: fastest of split, mixed and pipelines at EP 1, 2 and 4).
-        self.num_aiv = num_aiv if num_aiv is not None else 4
+        self.num_aiv = num_aiv if num_aiv is not None else max(2, 4 // self.blocks_per_worker)
         self._aiv_given = num_aiv is not None
         self.num_aic = num_aic if num_aic is not None else sms - self.num_aiv
         self._configs: dict = {}
@@ -188,7 +193,7 @@ class MoeFfnRuntime:
             # 6.90 / 6.89 (RESULTS.md, session 12).
             # Fused SwiGLU leaves the vector-queue blocks only puts and reductions: the default 4 (Mixtral-8x7B,
             # fused bound above: 16.3-16.5 ms with 128 + 4 blocks against 17.2-17.7 with 112 + 20).
-            many = 20 if not self.fuse_swiglu else self.num_aiv
+            many = 20 // self.blocks_per_worker if not self.fuse_swiglu else self.num_aiv
             aiv = self.num_aiv if self._aiv_given else min(many, self.num_aic + self.num_aiv - 1)
             cfg = cfg.replace(row_pipelines=False, num_aic=self.num_aic + self.num_aiv - aiv, num_aiv=aiv)
             pooled = default_first_gmm_pool(cfg) if self.first_gmm_pool is None else self.first_gmm_pool
