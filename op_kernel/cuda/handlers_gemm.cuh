@@ -366,7 +366,11 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       [&] { return WeightGradTilesWs<T, false>(d, g, t, k_rows); }, k_rows, int(d.cfg.ep));
 #else
 #if HPMOE_GEMM_TMA
+#if HPMOE_CLUSTER_WORKER
+  BlockGemmPaired<T, true, false> g(smem);  // (its solo tile is BlockGemmTma's)
+#else
   BlockGemmTma<T, true, false> g(smem);
+#endif
   // X^T: boxes of 64 columns (from b0) x 64 rows (K); dY: 64 columns x 64 rows. The segment's K end is
   // inside both tensors, so the tile zeroes the lines past it (BlockGemmTma::ZeroKTail).
   // Timing experiment 4 (wrong results): every unit of an expert reads the first X^T slab.
@@ -402,12 +406,25 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   }
 #endif
   int32_t err = 0;
-  // A worker of two blocks deals the column tiles between them (block r: tiles r, r + 2, ...).
-  for (int64_t m0 = 0; m0 < int64_t(wg) && err == 0; m0 += kBM) {
-    for (int64_t n0 = int64_t(c0) + WorkerRank() * kBN; n0 < int64_t(c1) && err == 0; n0 += kBlocksPerWorker * kBN) {
+#if HPMOE_CLUSTER_WORKER
+  // A worker of two blocks: a unit of whole 256-row pairs splits by rows (block r: rows 128 r of each pair)
+  // on the same dY columns, multicast (BlockGemmPaired); any other unit deals its column tiles (block r:
+  // tiles r, r + 2, ...).
+  const bool row_pairs = wg % (2 * kBM) == 0;
+  const int64_t m_first = row_pairs ? WorkerRank() * kBM : 0, m_step = row_pairs ? 2 * kBM : kBM;
+  const int64_t n_first = int64_t(c0) + (row_pairs ? 0 : WorkerRank() * kBN), n_step = row_pairs ? kBN : 2 * kBN;
+#else
+  constexpr int64_t m_first = 0, m_step = kBM, n_step = kBN;
+  const int64_t n_first = int64_t(c0);
+#endif
+  for (int64_t m0 = m_first; m0 < int64_t(wg) && err == 0; m0 += m_step) {
+    for (int64_t n0 = n_first; n0 < int64_t(c1) && err == 0; n0 += n_step) {
       g.Zero();
       err = segments([&](int32_t r0, int32_t r1) {
-#if HPMOE_GEMM_TMA
+#if HPMOE_CLUSTER_WORKER
+        if (row_pairs && !HPMOE_CLUSTER_NO_MULTICAST) g.AccumulatePaired(ta, tb, int32_t(m0), int32_t(n0), r0, r1);
+        else g.Accumulate(ta, tb, int32_t(m0), int32_t(n0), r0, r1);
+#elif HPMOE_GEMM_TMA
         // Timing experiment 5 (wrong results): every tile reads the first dY column slab.
         g.Accumulate(ta, tb, int32_t(m0), HPMOE_EXPERIMENT_DW == 5 ? 0 : int32_t(n0), int32_t(r0), int32_t(r1));
 #else
