@@ -158,7 +158,7 @@ class CudaSync {
     seen->detail = detail;
     WorkerSync();
     if (HPMOE_EXPERIMENT_PROFILE && threadIdx.x == 0)
-      marks_.WaitEnd(t_enter, d_.program.events[event].op_id, blockIdx.x < d_.cfg.num_aic, unmet);
+      marks_.WaitEnd(t_enter, d_.program.events[event].op_id, blockIdx.x / kBlocksPerWorker < d_.cfg.num_aic, unmet);
     return st;
   }
 
@@ -223,7 +223,8 @@ class CudaSync {
     for (uint32_t spin = 1;; ++spin) {
       const unsigned long long v = LoadAcquireCluster64(word);
       const uint32_t posted = uint32_t(v >> 32);
-      if (int32_t(posted - seq) >= 0) return posted == seq ? uint64_t(uint32_t(v)) : 0;
+      // (A claim is never posted past: the task after it ends at a cluster barrier before the next claim.)
+      if (int32_t(posted - seq) >= 0) return posted == seq ? uint64_t(uint32_t(v)) : claim ? kNoPost : 0;
       if ((spin & 63) == 0 && GlobalTimerNs() > deadline) {
         RaiseAbort(d_);
         return claim ? kNoPost : uint64_t(uint32_t(rt::kWaitTimeout));
