@@ -11,6 +11,7 @@ const char* HandlerErrorText(int32_t code) {
     case rt::kErrCounts: return "received per-expert counts are negative or exceed the bucket";
     case rt::kErrPlan: return "a send_rows/token_rows entry points outside its buffer";
     case rt::kErrRegion: return "a region does not have the shape this task type needs";
+    case rt::kErrLaunchShape: return "the kernel runs without the 2-block clusters its build's workers need";
     case rt::kErrInjectedFault: return "injected fault (test hook)";
     default: return "unknown handler error";
   }

@@ -45,6 +45,28 @@ __device__ void RefusePlan(const DeviceRank& d, uint32_t queue) {
     y[i] = nan;
 }
 
+#if HPMOE_CLUSTER_WORKER
+__device__ __forceinline__ uint32_t ClusterBlocks() {
+  uint32_t n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
+}
+// A kernel of this build launched without 2-block clusters (a tool that drops the launch attribute): no block
+// touches a peer; the first block reports it and the group fails.
+__device__ inline void RefuseLaunchShape(const DeviceRank& d) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  rt::WorkerReport r{};
+  r.status = rt::kHandlerFailed;
+  r.rank = d.rank;
+  r.event = ssc::kNoEvent;
+  r.invocation = d.program.invocation;
+  r.detail = rt::kErrLaunchShape;
+  d.reports[0] = r;
+  RaiseAbort(d);
+  MarkFailed(d);
+}
+#endif
+
 // kRunSpeculate (device_rank.cuh): the most rows any rank's routing sends one rank, agreed by every rank
 // before any row moves. Block 0 writes this rank's need into every rank's need table; thread 0 of every block
 // then waits (bounded, watching the abort word, as CudaSync::Wait) for every rank's entry of this invocation.
@@ -148,6 +170,10 @@ __global__ void __launch_bounds__(kThreads, 1) WorkerKernel(const DeviceRank* __
   RunWorker<T, kFusedSwiglu>(*rank, smem);
   ClusterSync();
 #elif HPMOE_CLUSTER_WORKER  // the same for a worker of two blocks (cluster_worker posts, cuda_sync.cuh)
+  if (ClusterBlocks() != kBlocksPerWorker) {  // launched without its clusters: a report, never a bad address
+    RefuseLaunchShape(*rank);
+    return;
+  }
   InitWorkerPosts();
   ClusterSync();
   RunWorker<T, kFusedSwiglu>(*rank, smem);

@@ -20,6 +20,7 @@ enum HandlerError : int32_t {
   kErrCounts = 101,         // received per-expert counts are negative or exceed the bucket C
   kErrPlan = 102,           // a send_rows / token_rows entry points outside its buffer
   kErrRegion = 103,         // a TD region does not have the shape its task type needs
+  kErrLaunchShape = 104,    // the kernel runs without the clusters its build's workers need (CUDA)
   kErrInjectedFault = 199,  // test hook (fault injection)
 };
 
