@@ -24,19 +24,22 @@ __device__ __forceinline__ void MarkFailed(const DeviceRank& d) {
 // A device-built plan that named an expert outside the group or needs more than C rows per destination:
 // nothing runs and no row moves; the output is NaN (never a silently wrong result) and the host reports the
 // plan's problem in one line at its next poll.
+// One thread: the launch fails before any task runs, reported as worker 0's handler error `detail`.
+__device__ __forceinline__ void FailLaunch(const DeviceRank& d, int32_t detail) {
+  rt::WorkerReport r{};
+  r.status = rt::kHandlerFailed;
+  r.rank = d.rank;
+  r.event = ssc::kNoEvent;
+  r.invocation = d.program.invocation;
+  r.detail = detail;
+  d.reports[0] = r;
+  RaiseAbort(d);
+  MarkFailed(d);
+}
+
 template <class T>
 __device__ void RefusePlan(const DeviceRank& d, uint32_t queue) {
-  if (queue == 0 && threadIdx.x == 0 && WorkerRank() == 0) {
-    rt::WorkerReport r{};
-    r.status = rt::kHandlerFailed;
-    r.rank = d.rank;
-    r.event = ssc::kNoEvent;
-    r.invocation = d.program.invocation;
-    r.detail = rt::kErrPlan;
-    d.reports[0] = r;
-    RaiseAbort(d);
-    MarkFailed(d);
-  }
+  if (queue == 0 && threadIdx.x == 0 && WorkerRank() == 0) FailLaunch(d, rt::kErrPlan);
   if (d.direction != 0) return;
   T* y = d.Slot<T>(ssc::kSlotY);
   const uint64_t n = uint64_t(d.cfg.tokens) * d.cfg.hidden;
@@ -54,16 +57,7 @@ __device__ __forceinline__ uint32_t ClusterBlocks() {
 // A kernel of this build launched without 2-block clusters (a tool that drops the launch attribute): no block
 // touches a peer; the first block reports it and the group fails.
 __device__ inline void RefuseLaunchShape(const DeviceRank& d) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  rt::WorkerReport r{};
-  r.status = rt::kHandlerFailed;
-  r.rank = d.rank;
-  r.event = ssc::kNoEvent;
-  r.invocation = d.program.invocation;
-  r.detail = rt::kErrLaunchShape;
-  d.reports[0] = r;
-  RaiseAbort(d);
-  MarkFailed(d);
+  if (blockIdx.x == 0 && threadIdx.x == 0) FailLaunch(d, rt::kErrLaunchShape);
 }
 #endif
 
