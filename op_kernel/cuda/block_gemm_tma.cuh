@@ -245,15 +245,37 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     this->Stage(base);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by this thread, read by the copies
     WorkerSync();
-    const int64_t width = n_valid - n0 < kBN ? n_valid - n0 : kBN;
-    const bool bulk = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0 && (n0 & 7) == 0 &&
-                      (width & 7) == 0 && width > 0;  // 16-byte aligned rows of whole 16-byte chunks
-    if (!bulk) {
+    if (!SendStagedRows(base, c, ldc, m0, n0, m_valid, n_valid, evict_first)) {
       this->StoreStaged(base, c, ldc, m0, n0, m_valid, n_valid);
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // before the copy engine refills the slots
       WorkerSync();
+    }
+  }
+  // StoreStaged by the copy engine, waited for before it returns (inside WriteStagedBy, which staged the tile
+  // at `base`): no thread holds the rows in registers on their way out. Rows the copies cannot take go out
+  // through StoreStaged.
+  __device__ void StoreStagedByCopies(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
+                                      int64_t n_valid, bool evict_first) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // staged by this thread, read by the copies
+    WorkerSync();
+    if (!SendStagedRows(base, c, ldc, m0, n0, m_valid, n_valid, evict_first)) {
+      this->StoreStaged(base, c, ldc, m0, n0, m_valid, n_valid);
       return;
     }
+    if (threadIdx.x < 32) {
+      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // written, and the slots read
+      asm volatile("fence.proxy.async.global;" ::: "memory");    // before the generic accesses that follow
+    }
+  }
+  // Rows [m0, m0 + kBM) of the tile staged at `base` (rows Base::kRowBytes apart) to c, one bulk copy a row
+  // (cp.async.bulk, shared to global) issued by warp 0's lanes and committed as one bulk group. False, and
+  // nothing sent, where the rows cannot go that way: a ragged width or rows that do not start on 16 bytes.
+  __device__ bool SendStagedRows(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
+                                 int64_t n_valid, bool evict_first) {
+    const int64_t width = n_valid - n0 < kBN ? n_valid - n0 : kBN;
+    const bool bulk = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0 && (n0 & 7) == 0 &&
+                      (width & 7) == 0 && width > 0;  // 16-byte aligned rows of whole 16-byte chunks
+    if (!bulk) return false;
     if (threadIdx.x < 32) {
       uint64_t policy;
       if (evict_first)
@@ -267,6 +289,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
                      : "memory");
       asm volatile("cp.async.bulk.commit_group;" ::: "memory");
     }
+    return true;
   }
   // End of a task that used WriteStagedAsync: its rows are written (and ordered before the generic accesses
   // that follow, the task's completion event among them), and no copy still reads shared memory.

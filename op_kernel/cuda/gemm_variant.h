@@ -65,7 +65,8 @@
 #error "the ping-pong weight gradient is a variant of the 256-thread TMA tile with the block's own epilogue"
 #endif
 #ifndef HPMOE_DW_EVICT_FIRST
-// With the asynchronous epilogue: weight-gradient rows are written as L2 evict-first (no effect measured).
+// Weight-gradient rows sent by the copy engine (the asynchronous epilogue, HPMOE_WGRAD_STORE_BY_COPIES) are
+// written as L2 evict-first (no effect measured with the asynchronous epilogue).
 #define HPMOE_DW_EVICT_FIRST 1
 #endif
 #ifndef HPMOE_EXPERIMENT_DW
@@ -107,6 +108,17 @@
 #endif
 #ifndef HPMOE_CLUSTER_NO_MULTICAST
 #define HPMOE_CLUSTER_NO_MULTICAST 0  // diagnostic: the cluster worker's row-tile pairs without multicast
+#endif
+#ifndef HPMOE_WGRAD_STORE_BY_COPIES
+// 1: a weight-gradient tile's staged rows leave by the copy engine (one bulk copy a row, waited for before the
+// next tile; BlockGemmTma::StoreStagedByCopies) instead of 16-byte stores from registers. The cluster worker's
+// weight-gradient handler leaves no registers for StoreStaged's vectors: ptxas spilled them, two local-memory
+// accesses per 16 bytes stored, and its store phase took 3x the default's (session 32). Default: the cluster
+// worker's choice; the one-block worker's store loop does not spill.
+#define HPMOE_WGRAD_STORE_BY_COPIES HPMOE_CLUSTER_WORKER
+#endif
+#if HPMOE_WGRAD_STORE_BY_COPIES && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS)
+#error "the weight gradient's stores by the copy engine are a variant of the 256-thread TMA tile"
 #endif
 #if HPMOE_CLUSTER_WORKER && (HPMOE_GEMM_PAIRS || HPMOE_GEMM_WS || !HPMOE_GEMM_TMA || HPMOE_WGRAD_CHAIN || \
                              HPMOE_WGRAD_PINGPONG || HPMOE_GEMM_ASYNC_EPILOGUE)

@@ -452,8 +452,14 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
       if (d.dw_mode & (kDwModelDtype | kDwAccumulate)) {  // staged: written in T, or added (AddStagedRows)
         const uint64_t first = uint64_t(out.row_offset) * n;
         g.WriteStagedBy([&] {
-          if (!(d.dw_mode & kDwAccumulate))
+          if (!(d.dw_mode & kDwAccumulate)) {
+#if HPMOE_WGRAD_STORE_BY_COPIES
+            g.StoreStagedByCopies(g.smem, d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1),
+                                  HPMOE_DW_EVICT_FIRST);
+#else
             g.StoreStaged(g.smem, d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
+#endif
+          }
           else if (d.dw_mode & kDwModelDtype)
             g.AddStagedRows(d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
           else
