@@ -251,8 +251,11 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       WorkerSync();
     }
   }
-  // StoreStaged by the copy engine, waited for before it returns (inside WriteStagedBy, which staged the tile
-  // at `base`): no thread holds the rows in registers on their way out. Rows the copies cannot take go out
+  // StoreStaged by the copy engine (inside WriteStagedBy, which staged the tile at `base`): no thread holds the
+  // rows in registers on their way out. It returns once the copies have read the staged rows, so the slots
+  // may be refilled, and does not wait for the writes: the task ends with FinishStores, which does. (Waiting
+  // for each tile's writes took as long as the cluster worker's spilled store loop, 9.8k cycles a tile at
+  // Qwen3-235B-A22B, and made the default 17% slower there: session 32.) Rows the copies cannot take go out
   // through StoreStaged.
   __device__ void StoreStagedByCopies(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
                                       int64_t n_valid, bool evict_first) {
@@ -262,10 +265,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
       this->StoreStaged(base, c, ldc, m0, n0, m_valid, n_valid);
       return;
     }
-    if (threadIdx.x < 32) {
-      asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // written, and the slots read
-      asm volatile("fence.proxy.async.global;" ::: "memory");    // before the generic accesses that follow
-    }
+    if (threadIdx.x < 32) asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
   }
   // Rows [m0, m0 + kBM) of the tile staged at `base` (rows Base::kRowBytes apart) to c, one bulk copy a row
   // (cp.async.bulk, shared to global) issued by warp 0's lanes and committed as one bulk group. False, and
@@ -291,10 +291,11 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
     }
     return true;
   }
-  // End of a task that used WriteStagedAsync: its rows are written (and ordered before the generic accesses
-  // that follow, the task's completion event among them), and no copy still reads shared memory.
+  // End of a task that used WriteStagedAsync or StoreStagedByCopies: its rows are written (and ordered before
+  // the generic accesses that follow, the task's completion event among them), and no copy still reads shared
+  // memory.
   __device__ void FinishStores() {
-    if (!HPMOE_GEMM_ASYNC_EPILOGUE) return;  // nothing was sent asynchronously
+    if (!HPMOE_GEMM_ASYNC_EPILOGUE && !HPMOE_WGRAD_STORE_BY_COPIES) return;  // nothing was sent asynchronously
     if (threadIdx.x < 32) {
       asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
       asm volatile("fence.proxy.async.global;" ::: "memory");

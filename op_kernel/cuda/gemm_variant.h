@@ -110,11 +110,10 @@
 #define HPMOE_CLUSTER_NO_MULTICAST 0  // diagnostic: the cluster worker's row-tile pairs without multicast
 #endif
 #ifndef HPMOE_WGRAD_STORE_BY_COPIES
-// 1: a weight-gradient tile's staged rows leave by the copy engine (one bulk copy a row, waited for before the
-// next tile; BlockGemmTma::StoreStagedByCopies) instead of 16-byte stores from registers. The cluster worker's
-// weight-gradient handler leaves no registers for StoreStaged's vectors: ptxas spilled them, two local-memory
-// accesses per 16 bytes stored, and its store phase took 3x the default's (session 32). Default: the cluster
-// worker's choice; the one-block worker's store loop does not spill.
+// 1: a weight-gradient tile's staged rows leave by the copy engine (one bulk copy a row; the task waits for
+// the writes once, at its end: BlockGemmTma::StoreStagedByCopies) instead of 16-byte stores from registers.
+// The cluster worker's weight-gradient handler leaves no registers for StoreStaged's vectors: ptxas spilled
+// them, and its store phase took 3x the default's (session 32). Default: the cluster worker's choice.
 #define HPMOE_WGRAD_STORE_BY_COPIES HPMOE_CLUSTER_WORKER
 #endif
 #if HPMOE_WGRAD_STORE_BY_COPIES && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS)
