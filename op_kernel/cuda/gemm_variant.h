@@ -119,6 +119,12 @@
 #if HPMOE_WGRAD_STORE_BY_COPIES && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS)
 #error "the weight gradient's stores by the copy engine are a variant of the 256-thread TMA tile"
 #endif
+#ifndef HPMOE_EXPERIMENT_WGRAD_SOLO
+// Experiment (results right, time not): the cluster worker's block 0 runs every tile of a weight-gradient
+// unit and block 1 waits at the handler's end, so that no two SMs of a cluster store at once (session 32:
+// whether the pair's simultaneous stores make its store phase 3x the default's).
+#define HPMOE_EXPERIMENT_WGRAD_SOLO 0
+#endif
 #if HPMOE_CLUSTER_WORKER && (HPMOE_GEMM_PAIRS || HPMOE_GEMM_WS || !HPMOE_GEMM_TMA || HPMOE_WGRAD_CHAIN || \
                              HPMOE_WGRAD_PINGPONG || HPMOE_GEMM_ASYNC_EPILOGUE)
 #error "the cluster worker is a variant of the default 256-thread TMA tile (no pairs, roles, chain, ping-pong)"

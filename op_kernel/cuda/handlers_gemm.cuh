@@ -410,9 +410,14 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   // A worker of two blocks: a unit of whole 256-row pairs splits by rows (block r: rows 128 r of each pair)
   // on the same dY columns, multicast (BlockGemmPaired); any other unit deals its column tiles (block r:
   // tiles r, r + 2, ...).
+#if HPMOE_EXPERIMENT_WGRAD_SOLO
+  constexpr bool row_pairs = false;
+  const int64_t m_first = WorkerRank() == 0 ? 0 : int64_t(wg), m_step = kBM, n_first = int64_t(c0), n_step = kBN;
+#else
   const bool row_pairs = wg % (2 * kBM) == 0;
   const int64_t m_first = row_pairs ? WorkerRank() * kBM : 0, m_step = row_pairs ? 2 * kBM : kBM;
   const int64_t n_first = int64_t(c0) + (row_pairs ? 0 : WorkerRank() * kBN), n_step = row_pairs ? kBN : 2 * kBN;
+#endif
 #else
   constexpr int64_t m_first = 0, m_step = kBM, n_step = kBN;
   const int64_t n_first = int64_t(c0);
