@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # On a lent GPU machine: the weight-gradient tile's stores by the copy engine (HPMOE_WGRAD_STORE_BY_COPIES) in
 # the cluster worker (cw; session 31's store loop spilled: docs/cuda.md, "A worker that is a 2-block cluster")
-# and in the default (defc), against the default (def) and the cluster worker storing from registers (cw8).
+# and in the default (defc), against the default (def) and the cluster worker storing from registers (cw8);
+# the store loop as a call of its own (HPMOE_WGRAD_STORE_OUT_OF_LINE: defo, cwo, profile build cwop).
 # Builds in parallel here (op_host/cuda/build_lib.sh; a build/NAME/op_host/cuda/libhpmoe_cuda.so carried is
 # used as it is), then: digests of each build against def (bitwise), fwd+bwd kernels alternating build by build
-# (cuda_op_build_ab.sh), the cluster profile build's tile phases (cwp), and with LOOP=1 the loop back to back at
+# (cuda_op_build_ab.sh), the profile builds' tile phases ($PROFILE_BUILDS), and with LOOP=1 the loop back to back at
 # the power cap (cuda_sustained_step.py) of $LOOP_BUILDS. Needs build/op_host/cpu carried. Logs come back as
 # $OUT/logs.tar.gz, the libraries of $KEEP as $OUT/lib_NAME.so (to carry to the next call).
 #   SHAPES="qwen3-235b-a22b:4096 mixtral-8x22b:4096" benchmarks/cuda_cluster_store_ab.sh
@@ -16,7 +17,10 @@ nvidia-smi --query-gpu=name,serial,clocks.max.sm,power.limit --format=csv,nohead
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 declare -A FLAGS=([def]="" [defc]="-DHPMOE_WGRAD_STORE_BY_COPIES=1" [cw]="-DHPMOE_CLUSTER_WORKER=1"
                   [cw8]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_WGRAD_STORE_BY_COPIES=0"
-                  [cwp]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_EXPERIMENT_PROFILE=1")
+                  [cwp]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_EXPERIMENT_PROFILE=1"
+                  [defo]="-DHPMOE_WGRAD_STORE_OUT_OF_LINE=1"
+                  [cwo]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_WGRAD_STORE_BY_COPIES=0 -DHPMOE_WGRAD_STORE_OUT_OF_LINE=1"
+                  [cwop]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_WGRAD_STORE_BY_COPIES=0 -DHPMOE_WGRAD_STORE_OUT_OF_LINE=1 -DHPMOE_EXPERIMENT_PROFILE=1")
 BUILDS_MADE="${BUILDS_MADE:-def defc cw cw8 cwp}"
 start=$SECONDS
 for b in $BUILDS_MADE; do
@@ -40,11 +44,12 @@ if [ "${AB_BUILDS:-}" != none ]; then
   BUILDS="${AB_BUILDS:-def defc cw cw8}" SHAPES="$SHAPES" REPS="${REPS:-1}" timeout "${AB_TIMEOUT:-240}" \
     bash benchmarks/cuda_op_build_ab.sh 2>&1 | grep -v "profile" | tee "$out/ab.txt"
 fi
-if [ -f build/cwp/op_host/cuda/libhpmoe_cuda.so ]; then
-  BUILDS=cwp SHAPES="${PROFILE_SHAPES:-qwen3-235b-a22b:4096}" REPS=1 timeout 60 bash benchmarks/cuda_op_build_ab.sh \
-    > "$out/profile.txt" 2>&1
-  grep -E "WEIGHT_GRAD|GMM_TRANS_B" "$out/profile.txt" | cut -c1-200
-fi
+for p in ${PROFILE_BUILDS:-cwp}; do
+  [ -f build/$p/op_host/cuda/libhpmoe_cuda.so ] || continue
+  BUILDS=$p SHAPES="${PROFILE_SHAPES:-qwen3-235b-a22b:4096}" REPS=1 timeout 60 bash benchmarks/cuda_op_build_ab.sh \
+    > "$out/profile_$p.txt" 2>&1
+  grep -E "WEIGHT_GRAD|GMM_TRANS_B" "$out/profile_$p.txt" | cut -c1-200
+done
 for b in ${LOOP_BUILDS:-def cw}; do
   [ "${LOOP:-0}" = 1 ] || break
   echo "=== loop, build $b"

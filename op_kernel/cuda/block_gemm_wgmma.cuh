@@ -55,10 +55,10 @@ __device__ __forceinline__ void StoreEdge(T* c, uint32_t src, int count) {
 // flight; one H200: the weight-gradient unit alone 2-4% faster, Qwen3-235B-A22B fwd+bwd kernels 13.08/12.93 ->
 // 12.81/12.63 ms, Mixtrals and DeepSeek-V3 within the spread, docs/cuda.md); a ragged or unaligned edge element
 // by element (a local copy of the vector there cost every store).
-template <int kCols, class T, class Chunk>
+template <int kCols, int kBatch = 8, class T, class Chunk>
 __device__ __forceinline__ void StoreStagedRows(Chunk&& chunk, T* c, int64_t ldc, int64_t m0, int64_t n0,
                                                 int64_t m_valid, int64_t n_valid, int tid, int stride) {
-  constexpr int kVecs = kCols / 8, kAll = kBM * kVecs, kBatch = 8;
+  constexpr int kVecs = kCols / 8, kAll = kBM * kVecs;
   const bool rows_aligned = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
   if (rows_aligned && m0 + kBM <= m_valid && n0 + kCols <= n_valid) {
     for (int i0 = tid; i0 < kAll; i0 += stride * kBatch) {

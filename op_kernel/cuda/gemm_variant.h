@@ -119,6 +119,14 @@
 #if HPMOE_WGRAD_STORE_BY_COPIES && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS)
 #error "the weight gradient's stores by the copy engine are a variant of the 256-thread TMA tile"
 #endif
+#ifndef HPMOE_WGRAD_STORE_OUT_OF_LINE
+// Experiment: the weight gradient's staged store loop as a call (__noinline__), so that it does not spill
+// inside the loop (session 32; build it with HPMOE_WGRAD_STORE_BY_COPIES=0).
+#define HPMOE_WGRAD_STORE_OUT_OF_LINE 0
+#endif
+#ifndef HPMOE_WGRAD_STORE_OUT_OF_LINE_BATCH
+#define HPMOE_WGRAD_STORE_OUT_OF_LINE_BATCH 1  // vectors a thread holds between loads and stores there
+#endif
 #ifndef HPMOE_EXPERIMENT_WGRAD_SOLO
 // Experiment (results right, time not): the cluster worker's block 0 runs every tile of a weight-gradient
 // unit and block 1 waits at the handler's end, so that no two SMs of a cluster store at once (session 32:

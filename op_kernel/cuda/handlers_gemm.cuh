@@ -256,6 +256,18 @@ __device__ int32_t RunGmmLayout(const DeviceRank& d, uint8_t* smem, const ssc::S
   return b_k_major ? RunGmm<T, true>(d, smem, t) : RunGmm<T, false>(d, smem, t);
 }
 
+#if HPMOE_WGRAD_STORE_OUT_OF_LINE
+// BlockGemm::StoreStaged as a call: the store loop gets registers of its own, and the caller's live values are
+// saved around the call rather than spilled and reloaded inside the loop (experiment, session 32).
+template <class T>
+__device__ __noinline__ void StoreStagedOutOfLine(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0,
+                                                  int64_t m_valid, int64_t n_valid) {
+  StoreStagedRows<kBN, HPMOE_WGRAD_STORE_OUT_OF_LINE_BATCH>([&](int row, int v) { return base + row * (kBN * 2 + 16) + v * 16; },
+                                                           c, ldc, m0, n0, m_valid, n_valid, int(threadIdx.x),
+                                                           int(WorkerThreads()));
+}
+#endif
+
 // f(begin, end) for each non-empty K segment of a weight-gradient task (expert e's rows of source slot s,
 // [k_rows[2 s], k_rows[2 s + 1]), ExpertRowsPerSlot), slots in order. Returns 0. (The slot count is read
 // from d per segment, not held in a register across the caller's K loops.)
@@ -461,6 +473,8 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
 #if HPMOE_WGRAD_STORE_BY_COPIES
             g.StoreStagedByCopies(g.smem, d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1),
                                   HPMOE_DW_EVICT_FIRST);
+#elif HPMOE_WGRAD_STORE_OUT_OF_LINE
+            StoreStagedOutOfLine(g.smem, d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
 #else
             g.StoreStaged(g.smem, d.Slot<T>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
 #endif
