@@ -257,13 +257,13 @@ __device__ int32_t RunGmmLayout(const DeviceRank& d, uint8_t* smem, const ssc::S
 }
 
 #if HPMOE_WGRAD_STORE_OUT_OF_LINE
-// BlockGemm::StoreStaged as a call: the store loop gets registers of its own, and the caller's live values are
-// saved around the call rather than spilled and reloaded inside the loop (experiment, session 32).
+// BlockGemm::StoreStaged as a call (HPMOE_WGRAD_STORE_OUT_OF_LINE): the store loop gets registers of its own, and
+// the caller's live values are saved around the call, not spilled and reloaded inside the loop.
 template <class T>
 __device__ __noinline__ void StoreStagedOutOfLine(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0,
                                                   int64_t m_valid, int64_t n_valid) {
-  StoreStagedRows<kBN, HPMOE_WGRAD_STORE_OUT_OF_LINE_BATCH>([&](int row, int v) { return base + row * (kBN * 2 + 16) + v * 16; },
-                                                           c, ldc, m0, n0, m_valid, n_valid, int(threadIdx.x),
+  const auto chunk = [&](int row, int v) { return base + row * (kBN * 2 + 16) + v * 16; };
+  StoreStagedRows<kBN, HPMOE_WGRAD_STORE_OUT_OF_LINE_BATCH>(chunk, c, ldc, m0, n0, m_valid, n_valid, int(threadIdx.x),
                                                            int(WorkerThreads()));
 }
 #endif
@@ -422,14 +422,9 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
   // A worker of two blocks: a unit of whole 256-row pairs splits by rows (block r: rows 128 r of each pair)
   // on the same dY columns, multicast (BlockGemmPaired); any other unit deals its column tiles (block r:
   // tiles r, r + 2, ...).
-#if HPMOE_EXPERIMENT_WGRAD_SOLO
-  constexpr bool row_pairs = false;
-  const int64_t m_first = WorkerRank() == 0 ? 0 : int64_t(wg), m_step = kBM, n_first = int64_t(c0), n_step = kBN;
-#else
   const bool row_pairs = wg % (2 * kBM) == 0;
   const int64_t m_first = row_pairs ? WorkerRank() * kBM : 0, m_step = row_pairs ? 2 * kBM : kBM;
   const int64_t n_first = int64_t(c0) + (row_pairs ? 0 : WorkerRank() * kBN), n_step = row_pairs ? kBN : 2 * kBN;
-#endif
 #else
   constexpr int64_t m_first = 0, m_step = kBM, n_step = kBN;
   const int64_t n_first = int64_t(c0);
