@@ -58,6 +58,6 @@ for b in ${LOOP_BUILDS:-def cw}; do
   grep -E "^\|" "$out/loop_$b.txt" | tail -n 6
 done
 echo "total: $((SECONDS - start)) s"
-# At most 8 files come back from a call: the logs as one archive, and the two libraries (to carry next call).
+# At most 8 files come back from a call: the logs as one archive, and the libraries of $KEEP (to carry next call).
 tar -C "$out" -czf /tmp/cluster_store_ab_logs.tar.gz . && find "$out" -type f -delete && mv /tmp/cluster_store_ab_logs.tar.gz "$out/logs.tar.gz"
 for b in ${KEEP:-def defc cw}; do cp "build/$b/op_host/cuda/libhpmoe_cuda.so" "$out/lib_$b.so" 2>/dev/null; done

@@ -348,11 +348,11 @@ struct BlockGemm {
     }
   }
   // The staged rows at `base` to c as 16-byte vectors (StoreStagedRows, the whole block); kCols staged columns
-  // per row, rows kCols * 2 + 16 bytes apart.
-  template <int kCols = kBN>
-  __device__ void StoreStaged(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
-                              int64_t n_valid) {
-    StoreStagedRows<kCols>([&](int row, int v) { return base + row * (kCols * 2 + 16) + v * 16; }, c, ldc, m0, n0,
+  // per row, rows kCols * 2 + 16 bytes apart; kBatch vectors a thread in flight. Static: it reads no member.
+  template <int kCols = kBN, int kBatch = 8>
+  static __device__ void StoreStaged(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid,
+                                     int64_t n_valid) {
+    StoreStagedRows<kCols, kBatch>([&](int row, int v) { return base + row * (kCols * 2 + 16) + v * 16; }, c, ldc, m0, n0,
                            m_valid, n_valid, int(threadIdx.x), int(WorkerThreads()));
   }
 };

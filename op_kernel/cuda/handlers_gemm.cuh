@@ -262,9 +262,8 @@ __device__ int32_t RunGmmLayout(const DeviceRank& d, uint8_t* smem, const ssc::S
 template <class T>
 __device__ __noinline__ void StoreStagedOutOfLine(uint32_t base, T* c, int64_t ldc, int64_t m0, int64_t n0,
                                                   int64_t m_valid, int64_t n_valid) {
-  const auto chunk = [&](int row, int v) { return base + row * (kBN * 2 + 16) + v * 16; };
-  StoreStagedRows<kBN, HPMOE_WGRAD_STORE_OUT_OF_LINE_BATCH>(chunk, c, ldc, m0, n0, m_valid, n_valid, int(threadIdx.x),
-                                                           int(WorkerThreads()));
+  BlockGemm<T, true, false>::template StoreStaged<kBN, HPMOE_WGRAD_STORE_OUT_OF_LINE_BATCH>(base, c, ldc, m0, n0,
+                                                                                          m_valid, n_valid);
 }
 #endif
 
