@@ -105,3 +105,24 @@ def test_the_op_widens_units_where_experts_get_few_rows(shape, tokens, want):
         tiles = got // 256
         assert tiles * -(-rows // wgrad_split.K_STEP) >= wgrad_split.TARGET_UNIT_STEPS or got == 1024
     assert wgrad_split.default_wgrad_n_block(h, inter) == (1024 if max(h, 2 * inter) > 1024 else 0)
+
+
+@pytest.mark.parametrize("shape, tokens, want", [
+    ((6144, 16384, 8, 2), 4096, 2048),    # Mixtral-8x22B: 1024 rows, 16 steps a tile; 4 tiles a block of the pair
+    ((4096, 14336, 8, 2), 4096, 2048),    # Mixtral-8x7B: the same rows
+    ((2880, 2880, 32, 4), 4096, 4096),    # gpt-oss-20b: 512 rows, 8 steps a tile, 8 tiles a block
+    ((4096, 1536, 128, 8), 4096, 0),      # Qwen3-235B-A22B: whole widths already with one block
+    ((7168, 2048, 8, 8), 8192, 1024),     # DeepSeek-V3: 128 steps a tile, 2 tiles a block already hold 256
+])
+def test_a_two_block_worker_gets_units_twice_as_wide(shape, tokens, want):
+    """Each block of a 2-block cluster worker takes half a unit's column tiles: the rule doubles the unit so that
+    each block still holds TARGET_UNIT_STEPS K steps between two transitions."""
+    h, inter, experts, topk = shape
+    rows = tokens * topk / experts
+    got = wgrad_split.default_wgrad_n_block(h, inter, rows, blocks_per_worker=2)
+    assert got == want
+    one_block = wgrad_split.default_wgrad_n_block(h, inter, rows)
+    assert got == 0 or got >= one_block
+    if got:
+        per_block_tiles = got // 256 // 2
+        assert per_block_tiles * -(-rows // wgrad_split.K_STEP) >= wgrad_split.TARGET_UNIT_STEPS or got == 1024

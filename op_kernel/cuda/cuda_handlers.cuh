@@ -78,11 +78,15 @@ class CudaHandlers {
     if (d_.trace != nullptr && threadIdx.x == 0 && WorkerRank() == 0) d_.trace[kTraceWords * uint64_t(c.task_id)] = GlobalTimerNs();
 #if HPMOE_EXPERIMENT_PROFILE
     if (threadIdx.x == 0) sync_.ProfileHandlerStart();
+    const uint64_t t_body = ProfileClock();
 #endif
 #if HPMOE_CLUSTER_WORKER
     int32_t err = f();
 #else
     const int32_t err = f();
+#endif
+#if HPMOE_EXPERIMENT_PROFILE
+    const uint64_t t_barrier = ProfileClock();
 #endif
     WorkerSync();  // every thread's stores are done before the task counts as ended (and triggers)
 #if HPMOE_CLUSTER_WORKER
@@ -90,6 +94,7 @@ class CudaHandlers {
 #endif
 #if HPMOE_EXPERIMENT_PROFILE
     if (threadIdx.x == 0) sync_.ProfileHandlerEnd();
+    HandlerProfileAdd(c.task->task_type, t_barrier - t_body, ProfileClock() - t_barrier);
 #endif
     if (d_.trace != nullptr && threadIdx.x == 0 && WorkerRank() == 0) {
       uint64_t* record = d_.trace + kTraceWords * uint64_t(c.task_id);

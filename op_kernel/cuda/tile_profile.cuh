@@ -89,6 +89,18 @@ __device__ __forceinline__ void WaitProfileAdd(uint32_t op, int source, uint64_t
   atomicAdd(&w[2], (unsigned long long)cycles);
 }
 __device__ unsigned long long g_pair_profile[kPairEventCount];
+// Thread 0's handler time by the task's type (ssc_layout.h TaskType): calls, cycles in the handler's body,
+// cycles in the barrier after it (the block's, and a worker of two blocks' cluster barrier: where the block
+// that finished its half first waits for the other). Which handlers, not only the GMM tiles, hold the time.
+constexpr int kHandlerProfileTypes = 16;
+__device__ unsigned long long g_handler_profile[kHandlerProfileTypes][3];
+__device__ __forceinline__ void HandlerProfileAdd(uint32_t type, uint64_t body, uint64_t barrier) {
+  if (threadIdx.x != 0) return;
+  unsigned long long* h = g_handler_profile[type < kHandlerProfileTypes ? type : kHandlerProfileTypes - 1];
+  atomicAdd(&h[0], 1ull);
+  atomicAdd(&h[1], (unsigned long long)body);
+  atomicAdd(&h[2], (unsigned long long)barrier);
+}
 
 __device__ __forceinline__ void PairProfileAdd(int event) { atomicAdd(&g_pair_profile[event], 1ull); }
 
@@ -176,6 +188,18 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
              100.0 * double(p[kPpUnitCycles]) / block_cycles);
     for (int i = 0; i < kPpPhaseCount; ++i) p[i] = 0;
   }
+  const char* types[kHandlerProfileTypes] = {"ENTRY_SIGNAL", "COUNT_PUT", "DISPATCH_PUT", "GMM", "SWIGLU",
+      "COMBINE_PUT", "COMBINE_REDUCE", "BWD_DISPATCH_PUT", "GMM_TRANS_B", "GMM_WEIGHT_GRAD", "SWIGLU_GRAD",
+      "BWD_COMBINE_REDUCE", "TOPK_WEIGHT_GRAD", "ADD", "GMM_SWIGLU", "GMM_SWIGLU_GRAD"};
+  for (int t = 0; t < kHandlerProfileTypes; ++t) {
+    unsigned long long* h = g_handler_profile[t];
+    if (h[0] > 0)
+      printf("handler profile %s %s: calls %llu, body %.0f cycles each, barrier after it %.0f each; %.2f%% + %.2f%% "
+             "of the blocks' cycles\n",
+             direction ? "bwd" : "fwd", types[t], h[0], double(h[1]) / double(h[0]), double(h[2]) / double(h[0]),
+             100.0 * double(h[1]) / block_cycles, 100.0 * double(h[2]) / block_cycles);
+    for (int i = 0; i < 3; ++i) h[i] = 0;
+  }
   unsigned long long* q = g_pair_profile;
   if (q[kPairAlone] + q[kPairAsked] + q[kPairServed] > 0)
     printf("pair profile %s: alone claims %llu, block-1 asks %llu (withdrawn %llu), rounds served %llu (both units "
@@ -228,6 +252,7 @@ class TransitionMarks {
 #else
 __device__ __forceinline__ void SyncProfileAdd(int, uint64_t) {}
 __device__ __forceinline__ void WaitProfileAdd(uint32_t, int, uint64_t, bool) {}
+__device__ __forceinline__ void HandlerProfileAdd(uint32_t, uint64_t, uint64_t) {}
 struct TransitionMarks {
   __device__ void WaitEnter(uint64_t) {}
   __device__ void WaitEnd(uint64_t, uint32_t, bool, bool) {}

@@ -41,14 +41,17 @@ TARGET_UNIT_STEPS = 64  # K steps a unit should hold at the expected rows per ex
 K_STEP = 64  # rows per K step of the CUDA tile (op_kernel/cuda/block_gemm_wgmma.cuh kBK)
 
 
-def default_wgrad_n_block(hidden: int, inter: int, rows_per_expert: float | None = None) -> int:
+def default_wgrad_n_block(hidden: int, inter: int, rows_per_expert: float | None = None,
+                          blocks_per_worker: int = 1) -> int:
     """The op's choice of columns per unit: DEFAULT_BLOCK, or wider where an expert's expected rows make that
-    unit shorter than TARGET_UNIT_STEPS K steps; 0 (whole widths) where no weight gradient (h or 2I columns) is
-    wider than the block."""
+    unit shorter than TARGET_UNIT_STEPS K steps a block; 0 (whole widths) where no weight gradient (h or 2I
+    columns) is wider than the block. A worker of two blocks (the CUDA cluster worker) deals a unit's column
+    tiles between them, so its units are twice as wide for each block to hold as many steps between two
+    transitions."""
     block = DEFAULT_BLOCK
     if rows_per_expert:
         steps_per_tile = max(1, math.ceil(rows_per_expert / K_STEP))
-        block = max(block, GMM_TILE_N * math.ceil(TARGET_UNIT_STEPS / steps_per_tile))
+        block = max(block, GMM_TILE_N * math.ceil(TARGET_UNIT_STEPS * blocks_per_worker / steps_per_tile))
     return block if max(hidden, 2 * inter) > block else 0
 
 
