@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# On a lent GPU machine: the weight-gradient tile's stores by the copy engine (HPMOE_WGRAD_STORE_BY_COPIES) in
-# the cluster worker (cw; session 31's store loop spilled: docs/cuda.md, "A worker that is a 2-block cluster")
-# and in the default (defc), against the default (def) and the cluster worker storing from registers (cw8);
-# the store loop as a call of its own (HPMOE_WGRAD_STORE_OUT_OF_LINE: defo, cwo, profile build cwop).
+# On a lent GPU machine: the weight-gradient tile's stores in the cluster worker (cw: its default since session
+# 33, the store loop as a call of its own, HPMOE_WGRAD_STORE_OUT_OF_LINE; cwc: by the copy engine,
+# HPMOE_WGRAD_STORE_BY_COPIES, session 32's choice; cw8: the inlined loop, which spilled, session 31) and in the
+# default build (def; defc by copies; defo the loop as a call), with profile builds cwp and defp.
 # Builds in parallel here (op_host/cuda/build_lib.sh; a build/NAME/op_host/cuda/libhpmoe_cuda.so carried is
 # used as it is), then: digests of each build against def (bitwise), fwd+bwd kernels alternating build by build
 # (cuda_op_build_ab.sh), the profile builds' tile phases ($PROFILE_BUILDS), and with LOOP=1 the loop back to back at
@@ -15,13 +15,12 @@ source "$(dirname "$0")/cuda_session_env.sh" cluster_store_ab
 SHAPES="${SHAPES:-qwen3-235b-a22b:4096 mixtral-8x22b:4096 mixtral-8x7b:4096 deepseek-v3:8192}"
 nvidia-smi --query-gpu=name,serial,clocks.max.sm,power.limit --format=csv,noheader
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-declare -A FLAGS=([def]="" [defc]="-DHPMOE_WGRAD_STORE_BY_COPIES=1" [cw]="-DHPMOE_CLUSTER_WORKER=1"
-                  [cw8]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_WGRAD_STORE_BY_COPIES=0"
-                  [cwp]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_EXPERIMENT_PROFILE=1"
-                  [defo]="-DHPMOE_WGRAD_STORE_OUT_OF_LINE=1"
-                  [cwo]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_WGRAD_STORE_BY_COPIES=0 -DHPMOE_WGRAD_STORE_OUT_OF_LINE=1"
-                  [cwop]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_WGRAD_STORE_BY_COPIES=0 -DHPMOE_WGRAD_STORE_OUT_OF_LINE=1 -DHPMOE_EXPERIMENT_PROFILE=1")
-BUILDS_MADE="${BUILDS_MADE:-def defc cw cw8 cwp}"
+declare -A FLAGS=([def]="" [defc]="-DHPMOE_WGRAD_STORE_BY_COPIES=1" [defo]="-DHPMOE_WGRAD_STORE_OUT_OF_LINE=1"
+                  [defp]="-DHPMOE_EXPERIMENT_PROFILE=1" [cw]="-DHPMOE_CLUSTER_WORKER=1"
+                  [cwc]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_WGRAD_STORE_BY_COPIES=1"
+                  [cw8]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_WGRAD_STORE_OUT_OF_LINE=0"
+                  [cwp]="-DHPMOE_CLUSTER_WORKER=1 -DHPMOE_EXPERIMENT_PROFILE=1")
+BUILDS_MADE="${BUILDS_MADE:-def cw cwp defp}"
 start=$SECONDS
 for b in $BUILDS_MADE; do
   mkdir -p "build/$b/op_host/cpu"; cp build/op_host/cpu/libhpmoe_cpu.so "build/$b/op_host/cpu/"
@@ -33,7 +32,7 @@ echo "builds: $((SECONDS - start)) s"
 for b in $BUILDS_MADE; do
   [ -f "build/$b/op_host/cuda/libhpmoe_cuda.so" ] || { echo "build $b FAILED"; tail -5 "$out/build_$b.log"; }
 done
-for b in ${DIGEST_BUILDS:-def defc cw}; do
+for b in ${DIGEST_BUILDS:-def cw}; do
   HPMOE_BUILD_DIR="build/$b" timeout 120 python3 benchmarks/cuda_build_digest.py ${DIGEST_SHAPES:-qwen3-235b-a22b:4096 mixtral-8x7b:4096} \
     > "$out/digest_$b.txt" 2>&1 || { echo "digest $b FAILED"; tail -3 "$out/digest_$b.txt"; continue; }
   [ "$b" = def ] && continue
@@ -41,10 +40,10 @@ for b in ${DIGEST_BUILDS:-def defc cw}; do
     && echo "digests: $b == def ($(wc -l < "$out/digest_def.txt") lines)" || echo "digests: $b DIFFERS from def"
 done
 if [ "${AB_BUILDS:-}" != none ]; then
-  BUILDS="${AB_BUILDS:-def defc cw cw8}" SHAPES="$SHAPES" REPS="${REPS:-1}" timeout "${AB_TIMEOUT:-240}" \
+  BUILDS="${AB_BUILDS:-def cw}" SHAPES="$SHAPES" REPS="${REPS:-1}" timeout "${AB_TIMEOUT:-240}" \
     bash benchmarks/cuda_op_build_ab.sh 2>&1 | grep -v "profile" | tee "$out/ab.txt"
 fi
-for p in ${PROFILE_BUILDS:-cwp}; do
+for p in ${PROFILE_BUILDS:-defp cwp}; do
   [ -f build/$p/op_host/cuda/libhpmoe_cuda.so ] || continue
   BUILDS=$p SHAPES="${PROFILE_SHAPES:-qwen3-235b-a22b:4096}" REPS=1 timeout 60 bash benchmarks/cuda_op_build_ab.sh \
     > "$out/profile_$p.txt" 2>&1
@@ -60,4 +59,4 @@ done
 echo "total: $((SECONDS - start)) s"
 # At most 8 files come back from a call: the logs as one archive, and the libraries of $KEEP (to carry next call).
 tar -C "$out" -czf /tmp/cluster_store_ab_logs.tar.gz . && find "$out" -type f -delete && mv /tmp/cluster_store_ab_logs.tar.gz "$out/logs.tar.gz"
-for b in ${KEEP:-def defc cw}; do cp "build/$b/op_host/cuda/libhpmoe_cuda.so" "$out/lib_$b.so" 2>/dev/null; done
+for b in ${KEEP:-def cw}; do cp "build/$b/op_host/cuda/libhpmoe_cuda.so" "$out/lib_$b.so" 2>/dev/null; done

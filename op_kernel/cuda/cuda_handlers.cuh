@@ -77,6 +77,9 @@ class CudaHandlers {
     // (A worker of two blocks: block 0 traces.)
     if (d_.trace != nullptr && threadIdx.x == 0 && WorkerRank() == 0) d_.trace[kTraceWords * uint64_t(c.task_id)] = GlobalTimerNs();
 #if HPMOE_EXPERIMENT_PROFILE
+    // (The type is read before the handler's clock starts, not after it ends, where a load from L2 would count
+    // in the next transition's "to the claim".)
+    const uint32_t type = c.task->task_type;
     if (threadIdx.x == 0) sync_.ProfileHandlerStart();
     const uint64_t t_body = ProfileClock();
 #endif
@@ -94,7 +97,7 @@ class CudaHandlers {
 #endif
 #if HPMOE_EXPERIMENT_PROFILE
     if (threadIdx.x == 0) sync_.ProfileHandlerEnd();
-    HandlerProfileAdd(c.task->task_type, t_barrier - t_body, ProfileClock() - t_barrier);
+    HandlerProfileAdd(type, t_barrier - t_body, ProfileClock() - t_barrier);
 #endif
     if (d_.trace != nullptr && threadIdx.x == 0 && WorkerRank() == 0) {
       uint64_t* record = d_.trace + kTraceWords * uint64_t(c.task_id);

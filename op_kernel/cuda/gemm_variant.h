@@ -113,9 +113,10 @@
 // 1: a weight-gradient tile's staged rows leave by the copy engine (one bulk copy a row; each tile waits until the
 // copies have read shared memory, the task for the writes at its end: BlockGemmTma::StoreStagedByCopies) instead
 // of 16-byte stores from registers. Both waits follow the write path's drain: 9.6k cycles a tile at Qwen3-235B-
-// A22B against the default loop's 3.0k, fwd+bwd kernels 1-17% slower in the default build (session 32). The
-// cluster worker's own loop spills and waits as long, so there the copies are 3-5% faster: its default.
-#define HPMOE_WGRAD_STORE_BY_COPIES HPMOE_CLUSTER_WORKER
+// A22B against the default loop's 3.0k, fwd+bwd kernels 1-17% slower in the default build (session 32). In the
+// cluster worker they were 3-5% faster than its inlined loop, which spilled (session 32), and 3-11% slower than
+// that loop as a call of its own (HPMOE_WGRAD_STORE_OUT_OF_LINE, session 33): no build's default.
+#define HPMOE_WGRAD_STORE_BY_COPIES 0
 #endif
 #if HPMOE_WGRAD_STORE_BY_COPIES && (!HPMOE_GEMM_TMA || HPMOE_GEMM_WS)
 #error "the weight gradient's stores by the copy engine are a variant of the 256-thread TMA tile"
@@ -125,8 +126,10 @@
 // so that it gets registers of its own. In the cluster worker's kernel the inlined loop spilled (8, 4 or 2
 // vectors a thread), and a local reload waits behind the tile's stores for the write path to drain (session 32);
 // as a call neither the loop nor the callee spills, and the whole kernel's stack falls 792 -> 440 bytes.
-// Bitwise (digests); not yet timed. Build it with HPMOE_WGRAD_STORE_BY_COPIES=0.
-#define HPMOE_WGRAD_STORE_OUT_OF_LINE 0
+// Bitwise (digests). The cluster worker's default: its weight-gradient store phase 9.9k -> 2.9k cycles a tile
+// at Qwen3-235B-A22B, fwd+bwd kernels 3-11% faster than by copies (session 33). In the default build (no
+// spills there) on par: not its default.
+#define HPMOE_WGRAD_STORE_OUT_OF_LINE (HPMOE_CLUSTER_WORKER && !HPMOE_WGRAD_STORE_BY_COPIES)
 #endif
 #if HPMOE_WGRAD_STORE_OUT_OF_LINE && HPMOE_WGRAD_STORE_BY_COPIES
 #error "HPMOE_WGRAD_STORE_OUT_OF_LINE replaces the copy engine's rows: build it with HPMOE_WGRAD_STORE_BY_COPIES=0"

@@ -169,6 +169,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
       if ((kPaired || HPMOE_EXPERIMENT_HALF_B == 2) && kTransB) b.half_map = d.TensorMap(w.slot, kBoxRows128);
       for (int64_t m0 = 0; m0 < (kPaired ? int64_t(in.rows) : m); m0 += kBM) {
         for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
+          const uint64_t t_tile = ProfileClock();
           g.Zero();
           if constexpr (kPaired) g.AccumulatePaired(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k));
           else g.Accumulate(a, b, int32_t(m0), int32_t(n0), 0, int32_t(k), int32_t(m - m0 < kBM ? m - m0 : kBM));
@@ -179,6 +180,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
 #else
           g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
 #endif
+          if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(kTransB ? 1 : 0, kPhaseWhole, ProfileClock() - t_tile);
         }
       }
     });
@@ -430,6 +432,7 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
 #endif
   for (int64_t m0 = m_first; m0 < int64_t(wg) && err == 0; m0 += m_step) {
     for (int64_t n0 = n_first; n0 < int64_t(c1) && err == 0; n0 += n_step) {
+      const uint64_t t_tile = ProfileClock();
       g.Zero();
       err = segments([&](int32_t r0, int32_t r1) {
 #if HPMOE_CLUSTER_WORKER
@@ -478,12 +481,14 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
           else
             g.AddStagedRows(d.Slot<float>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
         });
+        if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(2, kPhaseWhole, ProfileClock() - t_tile);
         continue;
       }
 #endif
       WriteWeightGrad<T>(d, out.slot, uint64_t(out.row_offset) * n, [&](auto* c, auto store) {
         g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), store);
       });
+      if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(2, kPhaseWhole, ProfileClock() - t_tile);
     }
   }
 #if HPMOE_GEMM_TMA

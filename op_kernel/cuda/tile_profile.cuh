@@ -19,7 +19,9 @@ namespace cuda {
 // Kinds 0-3: GMM, GMM_TRANS_B, WEIGHT_GRAD, PAIRED_LOOP. Kind 4 counts again the GMM / GMM_TRANS_B tiles that one
 // warpgroup multiplied (BlockGemmTma::Accumulate's m_live <= 64), a subset of kinds 0-1 without their epilogues.
 constexpr int kProfileOneWarpgroup = 4;
-enum TilePhase { kPhaseFill, kPhaseLoop, kPhaseStage, kPhaseStore, kPhaseTiles, kPhaseSteps, kPhaseCount };
+// kPhaseWhole: a tile's whole iteration in its handler's loop (the four phases, zeroing the accumulators, the
+// K segments' walk and whatever else lies between them), where the handler stamps it (RunGmm, RunWeightGrad).
+enum TilePhase { kPhaseFill, kPhaseLoop, kPhaseStage, kPhaseStore, kPhaseTiles, kPhaseSteps, kPhaseWhole, kPhaseCount };
 constexpr int kProfilePairedKind = 3;  // the paired tile's fill and K loop (its epilogue counts under its base kind)
 // Claims under HPMOE_GEMM_PAIRS, counted by the block that makes them.
 enum PairEvent {
@@ -144,10 +146,11 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
     const double tiles = double(p[kPhaseTiles]);
     if (tiles > 0)
       printf("tile profile %s %s: tiles %llu, K steps/tile %.1f, cycles/tile: fill %.0f loop %.0f stage %.0f "
-             "store %.0f (loop cycles/K step %.0f)\n",
+             "store %.0f (loop cycles/K step %.0f); whole iteration %.0f\n",
              direction ? "bwd" : "fwd", names[k], p[kPhaseTiles], double(p[kPhaseSteps]) / tiles,
              double(p[kPhaseFill]) / tiles, double(p[kPhaseLoop]) / tiles, double(p[kPhaseStage]) / tiles,
-             double(p[kPhaseStore]) / tiles, double(p[kPhaseLoop]) / double(p[kPhaseSteps] ? p[kPhaseSteps] : 1));
+             double(p[kPhaseStore]) / tiles, double(p[kPhaseLoop]) / double(p[kPhaseSteps] ? p[kPhaseSteps] : 1),
+             double(p[kPhaseWhole]) / tiles);
     for (int i = 0; i < kPhaseCount; ++i) p[i] = 0;
   }
   const char* ops[kSyncOpCount] = {"claims", "waits", "signals", "between tasks", "fetches", "to the claim",
