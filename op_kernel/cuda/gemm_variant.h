@@ -126,10 +126,12 @@
 // so that it gets registers of its own. In the cluster worker's kernel the inlined loop spilled (8, 4 or 2
 // vectors a thread), and a local reload waits behind the tile's stores for the write path to drain (session 32);
 // as a call neither the loop nor the callee spills, and the whole kernel's stack falls 792 -> 440 bytes.
-// Bitwise (digests). The cluster worker's default: its weight-gradient store phase 9.9k -> 2.9k cycles a tile
-// at Qwen3-235B-A22B, fwd+bwd kernels 3-11% faster than by copies (session 33). In the default build (no
-// spills there) on par: not its default.
-#define HPMOE_WGRAD_STORE_OUT_OF_LINE (HPMOE_CLUSTER_WORKER && !HPMOE_WGRAD_STORE_BY_COPIES)
+// Bitwise (digests). The default of the 256-thread TMA tile (session 33): in the cluster worker its weight-
+// gradient store phase 9.9k -> 2.9k cycles a tile at Qwen3-235B-A22B, fwd+bwd kernels 3-11% faster than by
+// copies; in the one-block worker (no spills there before) fwd+bwd kernels 1.7% faster on average over 15
+// shape-rounds on three boards (a round from 6% faster to 3% slower; Qwen3-235B-A22B 0.4%, the Mixtrals 2.2-2.4%),
+// on par in the loop (benchmarks/RESULTS.md, session 33).
+#define HPMOE_WGRAD_STORE_OUT_OF_LINE (HPMOE_GEMM_TMA && !HPMOE_GEMM_WS && !HPMOE_WGRAD_STORE_BY_COPIES)
 #endif
 #if HPMOE_WGRAD_STORE_OUT_OF_LINE && HPMOE_WGRAD_STORE_BY_COPIES
 #error "HPMOE_WGRAD_STORE_OUT_OF_LINE replaces the copy engine's rows: build it with HPMOE_WGRAD_STORE_BY_COPIES=0"
