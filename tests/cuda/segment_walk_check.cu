@@ -141,7 +141,8 @@ int main() {
     for (int w = 0; w < kWarps; ++w) {
       const Walked& f = fast[size_t(c) * kWarps + w];
       bool same = f.status == o.status && f.calls == o.calls;
-      for (int i = 0; same && i < o.calls && i < kMaxCalls; ++i) same = f.e[i] == o.e[i] && f.b[i] == o.b[i] && f.t[i] == o.t[i];
+      for (int i = 0; same && i < o.calls && i < kMaxCalls; ++i)
+        same = f.e[i] == o.e[i] && f.b[i] == o.b[i] && f.t[i] == o.t[i];
       if (!same && bad++ < 5)
         std::printf("segment walk check: case %d warp %d: status %d / %d, calls %d / %d (ep %u, E %u, C %u, "
                     "aligned %d, rows [%llu, +%llu))\n",
