@@ -62,8 +62,8 @@ __device__ int32_t ForEachExpertSegment(const DeviceRank& d, uint64_t row0, uint
       before -= span;
       const uint64_t start = seg + before, stop = start + uint64_t(n < 0 ? 0 : n);
       const uint32_t bad = __ballot_sync(kFullWarp, live && (n < 0 || stop > (s + 1) * C));
-      const bool meets = n > 0 && (start > row0 ? start : row0) < (stop < end ? stop : end);
-      uint32_t hits = __ballot_sync(kFullWarp, live && meets);
+      uint32_t hits =
+          __ballot_sync(kFullWarp, live && n > 0 && (start > row0 ? start : row0) < (stop < end ? stop : end));
       if (bad != 0) hits &= (1u << (__ffs(bad) - 1)) - 1;  // the segments before the first bad count
       while (hits != 0) {
         const int l = __ffs(hits) - 1;
