@@ -180,7 +180,7 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
 #else
           g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
 #endif
-          if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(kTransB ? 1 : 0, kPhaseWhole, ProfileClock() - t_tile);
+          if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(g.kProfileKind, kPhaseWhole, ProfileClock() - t_tile);
         }
       }
     });
@@ -481,14 +481,14 @@ __device__ int32_t RunWeightGrad(const DeviceRank& d, uint8_t* smem, const ssc::
           else
             g.AddStagedRows(d.Slot<float>(out.slot) + first, int64_t(n), m0, n0, int64_t(wg), int64_t(c1));
         });
-        if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(2, kPhaseWhole, ProfileClock() - t_tile);
+        if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(g.kProfileKind, kPhaseWhole, ProfileClock() - t_tile);
         continue;
       }
 #endif
       WriteWeightGrad<T>(d, out.slot, uint64_t(out.row_offset) * n, [&](auto* c, auto store) {
         g.Write(c, int64_t(n), m0, n0, int64_t(wg), int64_t(c1), store);
       });
-      if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(2, kPhaseWhole, ProfileClock() - t_tile);
+      if (HPMOE_EXPERIMENT_PROFILE) ProfileAdd(g.kProfileKind, kPhaseWhole, ProfileClock() - t_tile);
     }
   }
 #if HPMOE_GEMM_TMA

@@ -9,6 +9,8 @@
 
 #include <stdint.h>
 
+#include "../ssc_layout.h"
+
 #ifndef HPMOE_EXPERIMENT_PROFILE
 #define HPMOE_EXPERIMENT_PROFILE 0
 #endif
@@ -94,7 +96,7 @@ __device__ unsigned long long g_pair_profile[kPairEventCount];
 // Thread 0's handler time by the task's type (ssc_layout.h TaskType): calls, cycles in the handler's body,
 // cycles in the barrier after it (the block's, and a worker of two blocks' cluster barrier: where the block
 // that finished its half first waits for the other). Which handlers, not only the GMM tiles, hold the time.
-constexpr int kHandlerProfileTypes = 16;
+constexpr int kHandlerProfileTypes = ssc::kTaskTypeCount;
 __device__ unsigned long long g_handler_profile[kHandlerProfileTypes][3];
 __device__ __forceinline__ void HandlerProfileAdd(uint32_t type, uint64_t body, uint64_t barrier) {
   if (threadIdx.x != 0) return;
@@ -191,9 +193,11 @@ __global__ void ProfilePrintKernel(uint32_t direction) {
              100.0 * double(p[kPpUnitCycles]) / block_cycles);
     for (int i = 0; i < kPpPhaseCount; ++i) p[i] = 0;
   }
-  const char* types[kHandlerProfileTypes] = {"ENTRY_SIGNAL", "COUNT_PUT", "DISPATCH_PUT", "GMM", "SWIGLU",
-      "COMBINE_PUT", "COMBINE_REDUCE", "BWD_DISPATCH_PUT", "GMM_TRANS_B", "GMM_WEIGHT_GRAD", "SWIGLU_GRAD",
-      "BWD_COMBINE_REDUCE", "TOPK_WEIGHT_GRAD", "ADD", "GMM_SWIGLU", "GMM_SWIGLU_GRAD"};
+  // (ssc_reader.cpp's kTaskTypeNames, which host code holds: one name a type, in TaskType order.)
+  const char* types[] = {"ENTRY_SIGNAL", "COUNT_PUT", "DISPATCH_PUT", "GMM", "SWIGLU", "COMBINE_PUT",
+      "COMBINE_REDUCE", "BWD_DISPATCH_PUT", "GMM_TRANS_B", "GMM_WEIGHT_GRAD", "SWIGLU_GRAD", "BWD_COMBINE_REDUCE",
+      "TOPK_WEIGHT_GRAD", "ADD", "GMM_SWIGLU", "GMM_SWIGLU_GRAD"};
+  static_assert(sizeof(types) / sizeof(types[0]) == kHandlerProfileTypes, "a task type has no name here");
   for (int t = 0; t < kHandlerProfileTypes; ++t) {
     unsigned long long* h = g_handler_profile[t];
     if (h[0] > 0)

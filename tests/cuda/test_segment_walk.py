@@ -4,22 +4,12 @@ verdict on every warp, over 3000 random count tables and row ranges, corrupted c
 (tests/cuda/segment_walk_check.cu, built by CMake as hpmoe_segment_walk_check)."""
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from hpmoe.cuda.native import gpu_count, gpu_unavailable_reason
 
-ROOT = Path(__file__).resolve().parents[2]
-CHECK = Path(os.environ.get("HPMOE_BUILD_DIR", ROOT / "build")) / "op_host/cuda/hpmoe_segment_walk_check"
-
 
 @pytest.mark.skipif(gpu_count() == 0, reason=gpu_unavailable_reason() or "no GPU")
-def test_warp_walk_visits_the_shared_walks_segments_and_verdicts():
-    if not CHECK.is_file():
-        pytest.skip(f"{CHECK} is not built (CMake builds it where nvcc is found)")
-    res = subprocess.run([str(CHECK)], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "every warp's walk equals the shared walk" in res.stdout, res.stdout
+def test_warp_walk_visits_the_shared_walks_segments_and_verdicts(run_built_check):
+    out = run_built_check("hpmoe_segment_walk_check")
+    assert "every warp's walk equals the shared walk" in out, out

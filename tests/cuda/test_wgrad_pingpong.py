@@ -4,25 +4,16 @@ step a tile, odd tile counts and ragged rows and columns (tests/cuda/wgrad_pingp
 hpmoe_wgrad_pingpong_check)."""
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from hpmoe.cuda.native import gpu_count, gpu_unavailable_reason
 
-ROOT = Path(__file__).resolve().parents[2]
-CHECK = Path(os.environ.get("HPMOE_BUILD_DIR", ROOT / "build")) / "op_host/cuda/hpmoe_wgrad_pingpong_check"
 CASES = ("3 slots (one empty), ragged K, 8 tiles", "one K step a tile", "3 steps, 7 tiles, ragged rows and columns",
          "K tails of whole k16 groups", "one tile")
 
 
 @pytest.mark.skipif(gpu_count() == 0, reason=gpu_unavailable_reason() or "no GPU")
-def test_pingpong_unit_is_bitwise_the_default_tile_and_matches_float64():
-    if not CHECK.is_file():
-        pytest.skip(f"{CHECK} is not built (CMake builds it where nvcc is found)")
-    res = subprocess.run([str(CHECK)], capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
+def test_pingpong_unit_is_bitwise_the_default_tile_and_matches_float64(run_built_check):
+    out = run_built_check("hpmoe_wgrad_pingpong_check", timeout=300)
     for case in CASES:
-        assert f"wgrad ping-pong {case}: bitwise equal to the default tile yes" in res.stdout, res.stdout
+        assert f"wgrad ping-pong {case}: bitwise equal to the default tile yes" in out, out
