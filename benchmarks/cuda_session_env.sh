@@ -7,4 +7,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${OUT:-$root/out/$1}"
 mkdir -p "$out"
 cd "$root"
-export PYTHONPATH="$root/scheduler" HPMOE_BUILD_DIR="$root/build"
+# A build named before sourcing (HPMOE_BUILD_DIR=build/NAME, relative to the repository) is kept.
+build_dir="${HPMOE_BUILD_DIR:-build}"
+case "$build_dir" in /*) ;; *) build_dir="$root/$build_dir" ;; esac
+export PYTHONPATH="$root/scheduler" HPMOE_BUILD_DIR="$build_dir"

@@ -10,6 +10,10 @@ at the other's clock. Also printed, for comparison, the two steps alternating ca
 
     python3 benchmarks/cuda_sustained_step.py [--shapes deepseek-v3:8192 mixtral-8x22b:4096] [--seconds 4]
         [--rounds 2] [--grad-buffer grad|none] [--wgrad-n-block N] [--fuse-wgrad-accumulation] [--json-out F]
+        [--expert-aligned on|off] [--fuse-swiglu on|off] [--first-gmm-pool on|off] [--wgrad-tile N]
+
+The schedule options (MoEFFN's keyword arguments of the same names; unset: MoEFFN's per-shape rule) let a
+schedule be judged where it runs, at the power cap, each against the PyTorch path in its own run.
 
 Ratio = PyTorch ms per step / hpmoe ms per step (above 1: hpmoe faster). "At equal clocks" divides out the
 clock: PyTorch's ms x MHz over hpmoe's, the ratio if both ran at one clock.
@@ -124,6 +128,18 @@ def alternating(steps: dict, pairs: int) -> dict:
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+ON_OFF = {"on": True, "off": False}
+
+
+def schedule_options(args) -> dict:
+    """MoEFFN keyword arguments the command line set (the others keep MoEFFN's per-shape rule)."""
+    options = {name: ON_OFF[getattr(args, name)] for name in ("expert_aligned", "fuse_swiglu", "first_gmm_pool")
+               if getattr(args, name) is not None}
+    if args.wgrad_tile is not None:
+        options["wgrad_tile"] = args.wgrad_tile
+    return options
+
+
 def bench(shape: str, args) -> dict:
     model, tokens = shape.split(":")
     tokens = int(tokens)
@@ -131,7 +147,8 @@ def bench(shape: str, args) -> dict:
     cfg = make_config(None, {"ep": 1, "tokens": tokens, "hidden": h, "inter": inter, "experts_per_rank": E,
                              "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, args.routing, 0)
-    m = MoEFFN(h, inter, E, k, wgrad_n_block=args.wgrad_n_block, fuse_wgrad_accumulation=args.fuse_wgrad_accumulation)
+    m = MoEFFN(h, inter, E, k, wgrad_n_block=args.wgrad_n_block, fuse_wgrad_accumulation=args.fuse_wgrad_accumulation,
+               **schedule_options(args))
     x, dy, ids, tw, w1t, w2t = step_tensors(m, tokens, ids_np, w_np, torch.Generator(device="cuda").manual_seed(0))
     ids64 = ids.long()
     fresh = args.grad_buffer == "none"
@@ -151,7 +168,8 @@ def bench(shape: str, args) -> dict:
     for name, step in steps.items():  # warm-up, and into the power state a training loop holds
         run_block(step, args.warmup_seconds, device)
     row = {"shape": shape, "routing": args.routing, "grad_buffer": args.grad_buffer,
-           "fuse_wgrad_accumulation": args.fuse_wgrad_accumulation, "blocks": []}
+           "fuse_wgrad_accumulation": args.fuse_wgrad_accumulation, "schedule_options": schedule_options(args),
+           "blocks": []}
     for r in range(args.rounds):
         for name, step in steps.items():
             b = {"round": r + 1, "path": name, **run_block(step, args.seconds, device)}
@@ -201,6 +219,13 @@ def main() -> int:
     p.add_argument("--fuse-wgrad-accumulation", action="store_true",
                    help="MoEFFN(fuse_wgrad_accumulation=True): its kernel adds dW to .grad (the PyTorch path's "
                         "autograd still adds its own)")
+    for name, what in (("expert-aligned", "each local expert's rows in row tiles of their own"),
+                       ("fuse-swiglu", "SwiGLU (and its gradient) inside the GMM tiles' epilogue"),
+                       ("first-gmm-pool", "the first GMM claimed from the pool in panel order")):
+        p.add_argument(f"--{name}", choices=tuple(ON_OFF), default=None, help=f"MoEFFN({name.replace('-', '_')}=...): "
+                       f"{what} (default: MoEFFN's rule for the shape)")
+    p.add_argument("--wgrad-tile", type=int, default=None, metavar="N",
+                   help="MoEFFN(wgrad_tile=N): output rows per weight-gradient tile (default: MoEFFN's, 128)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     for shape in args.shapes:
@@ -211,7 +236,8 @@ def main() -> int:
         return 2
     print(f"{torch.cuda.get_device_name()}: blocks of {args.seconds:.0f} s per path, {args.rounds} rounds, "
           f"{args.routing} routing, gradients into {'.grad' if args.grad_buffer == 'grad' else 'fresh tensors'}"
-          + (", hpmoe adding dW in its kernel" if args.fuse_wgrad_accumulation else ""),
+          + (", hpmoe adding dW in its kernel" if args.fuse_wgrad_accumulation else "")
+          + (f", MoEFFN options {schedule_options(args)}" if schedule_options(args) else ""),
           flush=True)
     board = gpu_identity(torch.cuda.current_device())
     print(f"board: {board}", flush=True)
