@@ -21,9 +21,14 @@ large share of it. So the op widens the block until a unit holds at least TARGET
 two rounds per call, session 20; benchmarks/RESULTS.md): Qwen3-235B-A22B experts at 4096 tokens (256 rows an
 expert, 4 K steps a tile) 14.60 / 14.48 ms at 1024 columns, 14.19 / 14.20 at 2048, 13.69 / 13.94 whole, and in
 a second call 14.51 / 14.42 at 1024 against 13.81 / 13.71 whole. At 1024 rows an expert (Mixtral-8x7B,
-Mixtral-8x22B, DBRX: 64 steps a 1024-column unit) 2048 columns measured within the spread (18.23 / 18.34
-against 18.11 / 18.58 ms, 31.31 / 33.23 against 32.14 / 33.07, 39.88 / 40.06 against 38.96 / 40.06), and so
-did DeepSeek-V3 8192: those keep DEFAULT_BLOCK.
+Mixtral-8x22B, DBRX: 64 steps a 1024-column unit) 2048 columns measured within the spread of single calls then
+(session 20). In the training loop (session 34, `benchmarks/cuda_loop_options.sh`, each option set against the
+PyTorch path in its own run, two runs of two blocks each) a unit of 128 steps is faster or on par: ms a step at
+1024 / 2048 columns, Mixtral-8x22B 34.69, 34.68 / 34.30, 34.20; DBRX 44.41, 44.24 / 43.92, 43.91; DeepSeek-V3
+at 1024 tokens 5.08, 5.08 / 5.03, 5.04; Mixtral-8x7B 20.29, 20.28 / 20.25, 20.29; gpt-oss-20b at 2048 / 4096
+columns 7.99, 7.99 / 7.98, 7.98. DeepSeek-V3 at 4096 tokens and more keeps DEFAULT_BLOCK (its tiles are long).
+A worker that is a 2-block cluster deals a unit's column tiles between its blocks, each holding half the steps:
+64 a block at the Mixtrals, the measured best for that build (session 33: 2048 columns 3-4% faster than 1024).
 """
 from __future__ import annotations
 
@@ -37,21 +42,18 @@ if TYPE_CHECKING:
 
 
 DEFAULT_BLOCK = 1024  # columns per unit where MoeFfnRuntime splits (measured above)
-TARGET_UNIT_STEPS = 64  # K steps a unit should hold at the expected rows per expert (measured above)
+TARGET_UNIT_STEPS = 128  # K steps a unit should hold at the expected rows per expert (measured above)
 K_STEP = 64  # rows per K step of the CUDA tile (op_kernel/cuda/block_gemm_wgmma.cuh kBK)
 
 
-def default_wgrad_n_block(hidden: int, inter: int, rows_per_expert: float | None = None,
-                          blocks_per_worker: int = 1) -> int:
+def default_wgrad_n_block(hidden: int, inter: int, rows_per_expert: float | None = None) -> int:
     """The op's choice of columns per unit: DEFAULT_BLOCK, or wider where an expert's expected rows make that
-    unit shorter than TARGET_UNIT_STEPS K steps a block; 0 (whole widths) where no weight gradient (h or 2I
-    columns) is wider than the block. A worker of two blocks (the CUDA cluster worker) deals a unit's column
-    tiles between them, so its units are twice as wide for each block to hold as many steps between two
-    transitions."""
+    unit shorter than TARGET_UNIT_STEPS K steps; 0 (whole widths) where no weight gradient (h or 2I columns) is
+    wider than the block."""
     block = DEFAULT_BLOCK
     if rows_per_expert:
         steps_per_tile = max(1, math.ceil(rows_per_expert / K_STEP))
-        block = max(block, GMM_TILE_N * math.ceil(TARGET_UNIT_STEPS * blocks_per_worker / steps_per_tile))
+        block = max(block, GMM_TILE_N * math.ceil(TARGET_UNIT_STEPS / steps_per_tile))
     return block if max(hidden, 2 * inter) > block else 0
 
 

@@ -224,7 +224,7 @@ class MoeFfnRuntime:
         expert (tokens x topk / local experts: every rank's tokens reach every rank's experts alike)."""
         if self.wgrad_n_block is not None:
             return self.wgrad_n_block
-        return default_wgrad_n_block(self.hidden, self.inter, tokens * self.topk / self.experts, self.blocks_per_worker)
+        return default_wgrad_n_block(self.hidden, self.inter, tokens * self.topk / self.experts)
 
     def _default_wgrad_tile(self) -> int:
         """128 output rows per weight-gradient tile (one GMM block tall) where it divides h and I: the claim
