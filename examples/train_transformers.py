@@ -117,6 +117,7 @@ def train(args, impl: str, init_state: dict | None, device: torch.device, log=pr
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     losses, t0 = [], None
+    interval_start, step_ms = time.perf_counter(), []  # ms a step over each log interval (steady or not)
     for step in range(args.steps):
         if step == min(args.warmup, args.steps - 1):
             sync(device)
@@ -134,13 +135,26 @@ def train(args, impl: str, init_state: dict | None, device: torch.device, log=pr
         mean = loss.detach().float()
         if world > 1:
             dist.all_reduce(mean)
-        losses.append(mean.item() / world)
+        losses.append(mean.item() / world)  # .item() waits for the step: the interval times below are whole steps
         if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
-            log(f"[{impl}] step {step + 1}/{args.steps} loss {losses[-1]:.4f}")
+            done = (step + 1) - len(step_ms) * args.log_every if step + 1 == args.steps else args.log_every
+            now = time.perf_counter()
+            step_ms.append(1e3 * (now - interval_start) / max(1, done))
+            interval_start = now
+            log(f"[{impl}] step {step + 1}/{args.steps} loss {losses[-1]:.4f} ({step_ms[-1]:.1f} ms a step)")
     sync(device)
     seconds = time.perf_counter() - t0
     result = {"impl": impl, "losses": losses, "timed_steps": timed, "seconds": seconds,
-              "tokens_per_s": timed * args.batch * args.seq * world / seconds, "ep": shards.ep_size if shards else 1}
+              "tokens_per_s": timed * args.batch * args.seq * world / seconds, "ep": shards.ep_size if shards else 1,
+              "step_ms_per_log_interval": step_ms}
+    if impl == "hpmoe":
+        # Each layer's receive buckets (EP > 1: a routing that outgrows one runs as passes, then gets a larger one).
+        result["bucket_stats"] = [rt.bucket_stats() for rt in ht.runtimes(model)]
+        grown = sum(len(b["buckets"]) - len({(k["tokens"], k["transposed"]) for k in b["buckets"]})
+                    for b in result["bucket_stats"])
+        passes = sum(b["overflows_seen"] for b in result["bucket_stats"])
+        log(f"[{impl}] receive buckets: {grown} growths over {len(result['bucket_stats'])} layers, "
+            f"{passes} forwards ran as passes")
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         # hpmoe's heaps are allocated by its CUDA library, not torch: torch's peak misses them, the device's

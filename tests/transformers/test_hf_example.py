@@ -17,6 +17,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_transformers
 
 def test_example_cpu_reference_run(tmp_path):
     proc = subprocess.run([sys.executable, str(EXAMPLE), "--cpu-reference", "--steps", "4", "--warmup", "1",
+                           "--log-every", "3",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -25,6 +26,13 @@ def test_example_cpu_reference_run(tmp_path):
     # fp32 both sides, 4 steps: the project's fp32 tolerance (observed ~1e-7).
     assert summary["max_rel_loss_diff"] <= 1e-4, summary["max_rel_loss_diff"]
     assert runs["hpmoe"]["tokens_per_s"] > 0 and "[hpmoe] step 4/4 loss" in proc.stdout
+    # Steps 1-4 logged every 3 steps: one interval of 3 steps, one of 1; each a time a step.
+    for r in runs.values():
+        assert len(r["step_ms_per_log_interval"]) == 2 and all(ms > 0 for ms in r["step_ms_per_log_interval"])
+    # The stand-in op keeps no receive buckets: one layer entry each, nothing grown.
+    stats = runs["hpmoe"]["bucket_stats"]
+    assert stats and all(b == {"buckets": [], "overflows_seen": 0, "overflow_waits": 0} for b in stats)
+    assert "[hpmoe] receive buckets: 0 growths over" in proc.stdout
 
 
 def test_example_rejects_bad_steps():

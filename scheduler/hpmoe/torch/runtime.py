@@ -337,6 +337,13 @@ class MoeFfnRuntime:
         dist.all_gather_object(handles, handle, group=self.group)
         return handles
 
+    def bucket_stats(self) -> dict:
+        """What the receive buckets did so far: the buckets made (rows per source C, for a token count and weight
+        layout; several for one token count and layout mean the routing outgrew the first), the forwards read as
+        overflowed (each ran as passes), and the reads that waited for the GPU. Host counters only: no sync."""
+        return {"buckets": [{"tokens": t, "rows": c, "transposed": w} for (t, c, w) in sorted(self._all)],
+                "overflows_seen": self.overflows_seen, "overflow_waits": self.overflow_waits}
+
     def heap_bytes(self) -> int:
         """Device memory of this rank's heap generations created so far and of their shared workspaces."""
         return self.generation_bytes() + self.workspace_bytes()

@@ -7,6 +7,7 @@ parameters; layouts the kernels lack are refused when the model is built. `shard
 over an expert-parallel group under torchrun. transformers and torch are imported here and in this package
 only (`import hpmoe` does not need them).
 """
+from .experts import runtimes
 from .parallel import ExpertShards, make_ep_groups, shard_experts
 from .registration import check_model, register
 from .variants import UnsupportedExpertsLayout, unsupported_variants
@@ -14,4 +15,4 @@ from .variants import UnsupportedExpertsLayout, unsupported_variants
 register()
 
 __all__ = ["ExpertShards", "UnsupportedExpertsLayout", "check_model", "make_ep_groups", "register",
-           "shard_experts", "unsupported_variants"]
+           "runtimes", "shard_experts", "unsupported_variants"]

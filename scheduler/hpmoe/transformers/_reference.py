@@ -28,6 +28,9 @@ class MoeFfnRuntime:
         self.hidden, self.inter, self.experts, self.topk = hidden_size, intermediate_size, num_local_experts, topk
         self.dtype = dtype
 
+    def bucket_stats(self) -> dict:  # the stand-in keeps no buckets: every call runs whole
+        return {"buckets": [], "overflows_seen": 0, "overflow_waits": 0}
+
 
 def _gather_rows(t: torch.Tensor, rt: MoeFfnRuntime) -> torch.Tensor:
     """[T, ...] -> [ep * T, ...] with rank r's rows at r*T (the same on every rank), differentiable."""

@@ -76,6 +76,12 @@ def _runtime(module: torch.nn.Module, ops, x: torch.Tensor, w1: torch.Tensor, w2
     return cached[1]
 
 
+def runtimes(model: torch.nn.Module) -> list:
+    """The MoeFfnRuntime of every experts module of `model` that has run, in module order (e.g. for
+    `bucket_stats()` or `heap_bytes()`); empty before the first forward."""
+    return [m.__dict__["_hpmoe_runtime"][1] for m in model.modules() if "_hpmoe_runtime" in m.__dict__]
+
+
 def hpmoe_experts_forward(self: torch.nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
                           top_k_weights: torch.Tensor) -> torch.Tensor:
     if not self.__dict__.get("_hpmoe_checked"):  # also checked at model build; this covers modules built alone
