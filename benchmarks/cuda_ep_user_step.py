@@ -10,6 +10,12 @@ top-8), the routing generator and seed of the other EP benchmarks. Ratio = PyTor
 
 Weight gradients start every step as None in both paths (optimizer.zero_grad()'s default), so neither pays an
 accumulation add. Needs one GPU per rank (NCCL); rank 0 prints one JSON line per row, then a table.
+
+Per GPU (ep_traffic.py, from the routing): GEMM TFLOP/s of each path's step (the mean rank's rows over the slowest
+rank's time) and the link GB/s hpmoe's step sends out of a GPU on average. The perfect-overlap bound
+(--ep1-bound, on by default): MoEFFN at EP 1 on every GPU at once, each alone in its group, at the same tokens a
+GPU and balanced routing (the same rows a GPU as balanced EP N, no communication); "of the bound" = its step time
+over the EP N step's (1.0: the exchange costs nothing).
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_ep_torch import moe_ep, slowest, timed_call  # noqa: E402
+from ep_traffic import per_gpu  # noqa: E402
 
 from hpmoe.config import make_config  # noqa: E402
 from hpmoe.runtime.routing import make_routing  # noqa: E402
@@ -82,11 +89,35 @@ def bench(tokens: int, routing: str, args, rank: int, ep: int) -> dict:
     rt.check()
     med = {f"{n}_fwdbwd_ms": statistics.median(v) for n, v in step.items()}
     med.update({f"{n}_fwd_ms": statistics.median(v) for n, v in fwd.items()})
-    return {"ep": ep, "tokens": tokens, "routing": routing, "bucket": args.bucket, **med,
+    gpu = per_gpu(ids, E, h, inter, med["hpmoe_fwdbwd_ms"])
+    gpu["torch_tflops_per_gpu"] = per_gpu(ids, E, h, inter, med["torch_fwdbwd_ms"])["tflops_per_gpu"]
+    return {"ep": ep, "tokens": tokens, "routing": routing, "bucket": args.bucket, **med, **gpu,
             "ratio_user": med["torch_fwdbwd_ms"] / med["hpmoe_fwdbwd_ms"],
             "ratio_kernels": med["torch_fwdbwd_ms"] / med["kernels_fwdbwd_ms"],
             "ratio_fwd": med["torch_fwd_ms"] / med["hpmoe_fwd_ms"], "y_max_abs_diff": slowest(float(diff)),
             "overflows_seen": rt.overflows_seen, "heap_gib": rt.heap_bytes() / 2 ** 30}
+
+
+def ep1_bound_ms(tokens: int, args, rank: int, solo) -> float:
+    """The communication-free step: MoEFFN at EP 1 in this rank's own group (`solo`), DeepSeek-V3 experts,
+    balanced routing over its 8 experts, `tokens` tokens; every rank at once; the slowest rank's median ms."""
+    cfg = make_config("deepseek-v3", {"ep": 1, "tokens": tokens})
+    ids, weights = make_routing(cfg, "balanced", 0)
+    h, inter, E, k = cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk
+    m = MoEFFN(h, inter, E, k, group=solo)
+    g = torch.Generator(device="cuda").manual_seed(rank)
+    x = torch.randn(tokens, h, device="cuda", generator=g).bfloat16().requires_grad_()
+    dy = torch.randn(tokens, h, device="cuda", generator=g).bfloat16()
+    tid = torch.from_numpy(ids[0].astype("int64")).cuda()
+    tw = torch.from_numpy(weights[0]).cuda().requires_grad_()
+
+    def step():
+        for p in (x, tw, m.w1, m.w2):
+            p.grad = None
+        m(x, tid, tw).backward(dy)
+
+    times = [timed_call(step) for _ in range(args.warmup + args.repeat)]
+    return statistics.median(times[args.warmup:])
 
 
 def main() -> int:
@@ -96,26 +127,37 @@ def main() -> int:
     p.add_argument("--bucket", choices=sorted(BUCKETS), default="speculative", help="MoEFFN's bucket at EP > 1")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--ep1-bound", choices=["on", "off"], default="on",
+                   help="also time the communication-free EP 1 step at the same tokens a GPU (the bound)")
     args = p.parse_args()
     dist.init_process_group("nccl")
     rank, ep = dist.get_rank(), dist.get_world_size()
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    solo = dist.new_subgroups(group_size=1)[0] if args.ep1_bound == "on" else None  # collective: every rank
     rows = []
     for tokens in args.tokens:
+        bound = ep1_bound_ms(tokens, args, rank, solo) if solo is not None else None
         for routing in args.routing:
             row = bench(tokens, routing, args, rank, ep)
+            row["ep1_bound_ms"] = bound
+            # The bound holds the balanced rows a GPU; skewed routing puts more on some GPUs than it has.
+            row["of_bound"] = bound / row["hpmoe_fwdbwd_ms"] if bound and routing == "balanced" else None
             rows.append(row)
             if rank == 0:
                 print(json.dumps(row), flush=True)
     if rank == 0:
         print(f"\n# {torch.cuda.get_device_name()} x {ep}, MoEFFN bucket {args.bucket}, medians of {args.repeat}")
         print("| EP, tokens/GPU, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees "
-              "it | ratio of the kernels | fwd ratio (user) |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+              "it | ratio of the kernels | fwd ratio (user) | TFLOP/s a GPU, hpmoe / PyTorch | link GB/s a GPU "
+              "(hpmoe) | EP 1 bound | of the bound |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
+            bound = f"{r['ep1_bound_ms']:.2f} ms" if r["ep1_bound_ms"] else "-"
+            of = f"{r['of_bound']:.2f}" if r["of_bound"] else "-"
             print(f"| {r['ep']}, {r['tokens']}, {r['routing']} | {r['torch_fwdbwd_ms']:.2f} ms | "
                   f"{r['hpmoe_fwdbwd_ms']:.2f} ms | {r['kernels_fwdbwd_ms']:.2f} ms | {r['ratio_user']:.2f} | "
-                  f"{r['ratio_kernels']:.2f} | {r['ratio_fwd']:.2f} |")
+                  f"{r['ratio_kernels']:.2f} | {r['ratio_fwd']:.2f} | {r['tflops_per_gpu']:.0f} / "
+                  f"{r['torch_tflops_per_gpu']:.0f} | {r['link_gb_s_per_gpu']:.0f} | {bound} | {of} |")
     dist.destroy_process_group()
     return 0
 
