@@ -41,7 +41,7 @@ def test_search_space_is_valid_for_the_shape():
     for block in space["gmm_n_block"]:
         c = candidate_config(cfg, {"variant": "mixed", "workers": "112+20", "tile_m": 256, "gmm_n_block": block})
         assert c.recv_rows_per_src % 256 == 0 and c.gmm_n_block == block
-    assert space["wgrad_n_block"] == (0, 1024) and space["act_n_block"] == (0, "gmm")
+    assert space["wgrad_n_block"] == (0, 1024, 2048) and space["act_n_block"] == (0, "gmm")
     split = candidate_config(cfg, {"variant": "mixed+pool", "workers": "112+20", "tile_m": 128, "gmm_n_block": 0,
                                    "act_n_block": "gmm"})
     assert split.act_n_block == 2048  # the compiler's GMM block at this shape

@@ -33,7 +33,7 @@ VARIANTS = {"mixed": dict(mixed_queues=True, row_pipelines=False, claim_pool=Fal
             "pipelines+pool": dict(mixed_queues=True, row_pipelines=True, claim_pool=True, first_gmm_pool=False)}
 VECTOR_BLOCKS = (20, 12, 4)  # vector-queue blocks tried; cube blocks = the config's total minus these
 TILE_M = (128, 256)          # 64-row tiles ran 1.45x slower (docs/cuda.md): the tile is built for 128 rows
-WGRAD_N_BLOCKS = (1024,)     # besides 0 (whole widths): the block measured in wgrad_split.py
+WGRAD_N_BLOCKS = (1024, 2048)  # besides 0 (whole widths): the blocks MoEFFN's rule picks (wgrad_split.py)
 ACT_N_BLOCKS = (0, "gmm")    # whole rows, or the GMM column block in force (act_block_of)
 
 
