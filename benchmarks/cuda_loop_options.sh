@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a lent GPU machine: the training loop (cuda_sustained_step.py) at some shapes, once per set of MoEFFN
 # options, each set in its own process and run against the PyTorch path (at the power cap a schedule is judged
-# by its own run's ratio: the board's clock drifts between runs). Logs and JSON under $OUT (or out/loop_options).
+# by its own run's ratio: the board's clock drifts between runs). Logs and JSON under $OUT (or out/loop_options),
+# also in loop_options.tgz.
 #   SHAPES="mixtral-8x22b:4096 mixtral-8x7b:4096" SETS="default;--expert-aligned on;--fuse-swiglu on" \
 #     SECONDS_PER_BLOCK=3 ROUNDS=1 PAIRS=4 SET_TIMEOUT=200 benchmarks/cuda_loop_options.sh
 # "default" is MoEFFN's own schedule; any other set is cuda_sustained_step.py's flags. Name the commit with
@@ -25,3 +26,4 @@ for set in "${sets[@]}"; do
   echo "== set $i [$set]: rc $rc, $((SECONDS - start)) s"
   if [ $rc = 0 ]; then sed -n '/^| shape/,$p' "$out/set$i.log"; else tail -3 "$out/set$i.log"; fi
 done
+(cd "$out" && tar czf loop_options.tgz ./set*.log ./set*.json 2>/dev/null)  # the device returns few files a call

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a lent GPU machine: the user's step (cuda_user_step.py) at every model's expert shape, one process per
 # shape with its own time limit, so that a shape that fails or runs long costs only its row; then one table
-# and one JSON of them all (user_step_table.py). Logs and JSON under $OUT (or out/shapes_sweep).
+# and one JSON of them all (user_step_table.py). Logs and JSON under $OUT (or out/shapes_sweep), also in
+# shapes_sweep.tgz.
 #   benchmarks/cuda_shapes_sweep.sh [MODEL:TOKENS ...]     (default: issue 16's five shapes, then the others at 4096)
 #   EXTRA="--fuse-swiglu" REPEAT=3 SHAPE_TIMEOUT=120 benchmarks/cuda_shapes_sweep.sh
 # Name the commit with HPMOE_COMMIT=<hash> from the checkout that sent the tree: the device machine's copy
@@ -24,3 +25,5 @@ for shape in $shapes; do
 done
 [ ${#done_json[@]} -gt 0 ] && python3 benchmarks/user_step_table.py "${done_json[@]}" --json-out "$out/sweep.json" \
   | tee "$out/sweep.txt"
+# One archive of every log and JSON: the device tool brings back only a few files a call.
+(cd "$out" && tar czf shapes_sweep.tgz ./*.log ./*.json sweep.txt 2>/dev/null)
