@@ -147,8 +147,9 @@ def bench(shape: str, args) -> dict:
     cfg = make_config(None, {"ep": 1, "tokens": tokens, "hidden": h, "inter": inter, "experts_per_rank": E,
                              "topk": k, "dtype": "bf16"})
     ids_np, w_np = make_routing(cfg, args.routing, 0)
+    options = schedule_options(args)
     m = MoEFFN(h, inter, E, k, wgrad_n_block=args.wgrad_n_block, fuse_wgrad_accumulation=args.fuse_wgrad_accumulation,
-               **schedule_options(args))
+               **options)
     x, dy, ids, tw, w1t, w2t = step_tensors(m, tokens, ids_np, w_np, torch.Generator(device="cuda").manual_seed(0))
     ids64 = ids.long()
     fresh = args.grad_buffer == "none"
@@ -168,7 +169,7 @@ def bench(shape: str, args) -> dict:
     for name, step in steps.items():  # warm-up, and into the power state a training loop holds
         run_block(step, args.warmup_seconds, device)
     row = {"shape": shape, "routing": args.routing, "grad_buffer": args.grad_buffer,
-           "fuse_wgrad_accumulation": args.fuse_wgrad_accumulation, "schedule_options": schedule_options(args),
+           "fuse_wgrad_accumulation": args.fuse_wgrad_accumulation, "schedule_options": options,
            "blocks": []}
     for r in range(args.rounds):
         for name, step in steps.items():
@@ -234,10 +235,11 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("cuda_sustained_step.py: error: no CUDA GPU visible", file=sys.stderr)
         return 2
+    options = schedule_options(args)
     print(f"{torch.cuda.get_device_name()}: blocks of {args.seconds:.0f} s per path, {args.rounds} rounds, "
           f"{args.routing} routing, gradients into {'.grad' if args.grad_buffer == 'grad' else 'fresh tensors'}"
           + (", hpmoe adding dW in its kernel" if args.fuse_wgrad_accumulation else "")
-          + (f", MoEFFN options {schedule_options(args)}" if schedule_options(args) else ""),
+          + (f", MoEFFN options {options}" if options else ""),
           flush=True)
     board = gpu_identity(torch.cuda.current_device())
     print(f"board: {board}", flush=True)

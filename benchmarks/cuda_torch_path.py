@@ -20,9 +20,3 @@ def moe_ffn_torch(x, w1, w2, topk_ids, topk_weights):
     ye = torch._grouped_mm(a, w2, offs=offs)
     y_rows = torch.empty_like(ye).index_copy(0, order, ye).view(T, k, -1)
     return (y_rows.float() * topk_weights.unsqueeze(-1)).sum(1).to(x.dtype)
-
-
-def gemm_flops(rows: int, hidden: int, inter: int, backward: bool) -> float:
-    """GMM1 (h -> 2I) + GMM2 (I -> h) over `rows` routed rows; backward has twice the forward's."""
-    fwd = 2.0 * rows * hidden * 2 * inter + 2.0 * rows * inter * hidden
-    return 3 * fwd if backward else fwd

@@ -36,7 +36,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_torch_path import moe_ffn_torch  # noqa: E402
 
-from cuda_torch_path import gemm_flops  # noqa: E402
+from ep_traffic import gemm_flops  # noqa: E402
 from user_step_table import table  # noqa: E402
 
 from hpmoe.config import make_config  # noqa: E402

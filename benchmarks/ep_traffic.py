@@ -1,5 +1,5 @@
-"""Per-GPU work and link traffic of one expert-parallel MoE-FFN step, from the routing alone (torch-free; the
-per-GPU figures of issue 19 in cuda_ep_user_step.py). A row is one (token, expert) pair, as both paths send
+"""Per-GPU work and link traffic of one expert-parallel MoE-FFN step, from the routing alone (torch-free: the
+GEMM FLOPs every benchmark counts, and the per-GPU figures of issue 19 in cuda_ep_user_step.py). A row is one (token, expert) pair, as both paths send
 them: a token whose k experts live on one other rank sends k rows there.
 
 Per rank r of an EP group with E local experts each (ids [ep, T, k], global expert ids):
@@ -30,14 +30,15 @@ def rank_rows(ids: np.ndarray, experts_per_rank: int) -> dict[str, np.ndarray]:
     ep = ids.shape[0]
     received = np.bincount(dest.reshape(-1), minlength=ep)
     sent = np.array([(dest[r] != r).sum() for r in range(ep)])
-    from_self = np.array([(dest[r] == r).sum() for r in range(ep)])
-    return {"received": received, "sent": sent, "returned": received - from_self}
+    kept = dest[0].size - sent  # every rank routes T k pairs; those not sent stay with its own experts
+    return {"received": received, "sent": sent, "returned": received - kept}
 
 
-def step_flops(rows: float, hidden: int, inter: int) -> float:
-    """GEMM FLOPs of a forward+backward over `rows`: GMM1 (h -> 2I) and GMM2 (I -> h), the backward twice the
-    forward (data and weight gradients)."""
-    return 3 * (2.0 * rows * hidden * 2 * inter + 2.0 * rows * inter * hidden)
+def gemm_flops(rows: float, hidden: int, inter: int, backward: bool) -> float:
+    """GMM1 (h -> 2I) + GMM2 (I -> h) over `rows` routed rows; with `backward`, the forward and the backward,
+    which has twice the forward's (data and weight gradients)."""
+    fwd = 2.0 * rows * hidden * 2 * inter + 2.0 * rows * inter * hidden
+    return 3 * fwd if backward else fwd
 
 
 def step_link_bytes(sent: float, returned: float, hidden: int, elem_bytes: int = 2) -> float:
@@ -53,7 +54,7 @@ def per_gpu(ids: np.ndarray, experts_per_rank: int, hidden: int, inter: int, ste
     rows = rank_rows(ids, experts_per_rank)
     seconds = step_ms / 1e3
     mean_rows = float(rows["received"].mean())
-    return {"tflops_per_gpu": step_flops(mean_rows, hidden, inter) / seconds / 1e12,
+    return {"tflops_per_gpu": gemm_flops(mean_rows, hidden, inter, True) / seconds / 1e12,
             "link_gb_s_per_gpu": float(np.mean([step_link_bytes(s, r, hidden) for s, r in
                                                 zip(rows["sent"], rows["returned"])])) / seconds / 1e9,
             "max_over_mean_rows": float(rows["received"].max()) / mean_rows if mean_rows else 0.0}

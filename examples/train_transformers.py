@@ -117,7 +117,7 @@ def train(args, impl: str, init_state: dict | None, device: torch.device, log=pr
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     losses, t0 = [], None
-    interval_start, step_ms = time.perf_counter(), []  # ms a step over each log interval (steady or not)
+    interval_start, logged, step_ms = time.perf_counter(), 0, []  # ms a step over each log interval
     for step in range(args.steps):
         if step == min(args.warmup, args.steps - 1):
             sync(device)
@@ -137,10 +137,9 @@ def train(args, impl: str, init_state: dict | None, device: torch.device, log=pr
             dist.all_reduce(mean)
         losses.append(mean.item() / world)  # .item() waits for the step: the interval times below are whole steps
         if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
-            done = (step + 1) - len(step_ms) * args.log_every if step + 1 == args.steps else args.log_every
             now = time.perf_counter()
-            step_ms.append(1e3 * (now - interval_start) / max(1, done))
-            interval_start = now
+            step_ms.append(1e3 * (now - interval_start) / (step + 1 - logged))
+            interval_start, logged = now, step + 1
             log(f"[{impl}] step {step + 1}/{args.steps} loss {losses[-1]:.4f} ({step_ms[-1]:.1f} ms a step)")
     sync(device)
     seconds = time.perf_counter() - t0

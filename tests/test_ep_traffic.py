@@ -56,6 +56,8 @@ def test_balanced_deepseek_v3_figures():
     assert figures["link_gb_s_per_gpu"] == pytest.approx(2 * (sent + returned) * cfg.hidden * 2 / 0.040 / 1e9,
                                                          rel=1e-12)
     assert figures["max_over_mean_rows"] == pytest.approx(1.0)
+    # The forward alone (cuda_user_step.py's GMM-in-the-loop figure): GMM1 2 R h 2I + GMM2 2 R I h.
+    assert ep_traffic.gemm_flops(rows, cfg.hidden, cfg.inter, False) == 6.0 * rows * cfg.hidden * cfg.inter
 
 
 def test_bad_input_is_refused():
