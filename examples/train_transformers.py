@@ -152,8 +152,10 @@ def train(args, impl: str, init_state: dict | None, device: torch.device, log=pr
         grown = sum(len(b["buckets"]) - len({(k["tokens"], k["transposed"]) for k in b["buckets"]})
                     for b in result["bucket_stats"])
         passes = sum(b["overflows_seen"] for b in result["bucket_stats"])
+        generations = sum(b.get("generations", 0) for s in result["bucket_stats"] for b in s["buckets"])
+        making = sum(b["group_seconds"] for b in result["bucket_stats"])
         log(f"[{impl}] receive buckets: {grown} growths over {len(result['bucket_stats'])} layers, "
-            f"{passes} forwards ran as passes")
+            f"{passes} forwards ran as passes, {generations} heap generations made in {making:.2f} s")
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         # hpmoe's heaps are allocated by its CUDA library, not torch: torch's peak misses them, the device's

@@ -157,8 +157,12 @@ std::string CudaGroup::Upload(uint32_t rank, uint32_t direction) {
   HPMOE_CUDA_TRY(cudaMalloc(&s.reports[direction], l.program.num_queues * sizeof(rt::WorkerReport)), "cudaMalloc");
   // Written only by a worker that fails; the group is unusable after that, so zeroed once here.
   HPMOE_CUDA_TRY(cudaMemset(s.reports[direction], 0, l.program.num_queues * sizeof(rt::WorkerReport)), "cudaMemset");
-  if (s.dev_rank[direction] == nullptr)
+  if (s.dev_rank[direction] == nullptr) {
     HPMOE_CUDA_TRY(cudaMalloc(&s.dev_rank[direction], sizeof(DeviceRank)), "cudaMalloc");
+    // Zeroed: FailureReport reads both directions' launch state, and a direction not launched yet must read as
+    // "not planned" rather than as whatever the allocation held (a garbage plan_bad named a bogus topk_ids entry).
+    HPMOE_CUDA_TRY(cudaMemset(s.dev_rank[direction], 0, sizeof(DeviceRank)), "cudaMemset");
+  }
   // The program's pointers, rebased from the host image onto the device copy.
   auto rebase = [&](const void* p) { return s.image[direction] + (static_cast<const uint8_t*>(p) - host); };
   DeviceRank& d = s.host_rank[direction];

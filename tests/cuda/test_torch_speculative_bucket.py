@@ -114,3 +114,27 @@ def test_overflow_under_torch_compile_and_checkpointing_matches_eager_bitwise():
     m = make(capacity_factor=0.3)
     assert_compiled_and_checkpointed_match_eager(m, x0, ids, w, dy)
     assert len(m.runtime._all) == 1  # every forward overflowed the one bucket (the lag is 16 forwards)
+
+
+@needs_gpu
+def test_heap_generations_of_a_bucket_share_one_compile(monkeypatch):
+    """Three forwards in flight hold three heap generations of one bucket; its SSCs are compiled once (a training
+    run's early steps make generations and grow buckets, and the compile was most of their cost). Each forward's
+    result is bitwise the one-generation step's."""
+    import hpmoe.torch.runtime as runtime_module
+    x, ids, w, dy = inputs(7)
+    want = step(make(speculative=False), x, ids, w, dy)  # its own runtime, compiled before the count starts
+    compiled = []
+    real = runtime_module.compile_schedules
+    monkeypatch.setattr(runtime_module, "compile_schedules", lambda cfg, *a: compiled.append(cfg) or real(cfg, *a))
+    m = make(capacity_factor=1.0)
+    xs = [x.clone().requires_grad_() for _ in range(3)]
+    ys = [m(xi, ids, w) for xi in xs]
+    for y in ys:
+        y.backward(dy)
+    m.runtime.check()
+    stats = m.runtime.bucket_stats()
+    assert [b["generations"] for b in stats["buckets"]] == [3] and len(compiled) == 1, (stats, len(compiled))
+    assert stats["group_seconds"] > 0
+    for y, xi in zip(ys, xs):
+        assert torch.equal(y.detach(), want["y"]) and torch.equal(xi.grad, want["dx"])

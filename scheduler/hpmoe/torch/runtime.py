@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 import weakref
 
 import torch
 import torch.distributed as dist
 
+from ..compiler import compile_schedules
 from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure, blocks_per_worker
@@ -155,6 +157,10 @@ class MoeFfnRuntime:
         _RUNTIMES[self.id] = self  # the custom ops name their runtime by this id
         self._free: dict[tuple[int, int], list[CudaGroup]] = {}
         self._all: dict[tuple[int, int], list[CudaGroup]] = {}
+        # Compiled SSCs per bucket config: every heap generation of a bucket runs the same schedules, so the
+        # compile (tens to hundreds of ms a config; the early steps of a training run grow buckets) runs once.
+        self._schedules: dict = {}
+        self.group_seconds = 0.0  # host time spent making heap generations (compile, heaps, peer mapping)
 
     # ---- shape buckets and heap generations --------------------------------------------------------
     def config(self, tokens: int, rows_per_src: int | None = None, transposed: bool = False):
@@ -324,12 +330,18 @@ class MoeFfnRuntime:
         return self._workspaces[key][1]
 
     def _new_group(self, cfg, placed: dict) -> CudaGroup:
+        start = time.perf_counter()
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        if cfg not in self._schedules:
+            self._schedules[cfg] = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
+        schedules = self._schedules[cfg]
         if self.ep == 1:
-            return CudaGroup(cfg, [index], external=EXTERNAL_SLOTS, placed=placed)
-        g = CudaGroup(cfg, [index], local_rank=self.rank, exchange=self._exchange, external=EXTERNAL_SLOTS,
-                      placed=placed)
-        dist.barrier(group=self.group)  # every heap mapped before any rank launches
+            g = CudaGroup(cfg, [index], schedules, external=EXTERNAL_SLOTS, placed=placed)
+        else:
+            g = CudaGroup(cfg, [index], schedules, local_rank=self.rank, exchange=self._exchange,
+                          external=EXTERNAL_SLOTS, placed=placed)
+            dist.barrier(group=self.group)  # every heap mapped before any rank launches
+        self.group_seconds += time.perf_counter() - start
         return g
 
     def _exchange(self, handle: bytes) -> list[bytes]:
@@ -340,9 +352,12 @@ class MoeFfnRuntime:
     def bucket_stats(self) -> dict:
         """What the receive buckets did so far: the buckets made (rows per source C, for a token count and weight
         layout; several for one token count and layout mean the routing outgrew the first), the forwards read as
-        overflowed (each ran as passes), and the reads that waited for the GPU. Host counters only: no sync."""
-        return {"buckets": [{"tokens": t, "rows": c, "transposed": w} for (t, c, w) in sorted(self._all)],
-                "overflows_seen": self.overflows_seen, "overflow_waits": self.overflow_waits}
+        overflowed (each ran as passes), the reads that waited for the GPU, and the host seconds spent making heap
+        generations (each bucket's `generations`). Host counters only: no sync."""
+        return {"buckets": [{"tokens": t, "rows": c, "transposed": w, "generations": len(self._all[(t, c, w)])}
+                            for (t, c, w) in sorted(self._all)],
+                "overflows_seen": self.overflows_seen, "overflow_waits": self.overflow_waits,
+                "group_seconds": self.group_seconds}
 
     def heap_bytes(self) -> int:
         """Device memory of this rank's heap generations created so far and of their shared workspaces."""
