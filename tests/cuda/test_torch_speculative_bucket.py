@@ -117,24 +117,27 @@ def test_overflow_under_torch_compile_and_checkpointing_matches_eager_bitwise():
 
 
 @needs_gpu
-def test_heap_generations_of_a_bucket_share_one_compile(monkeypatch):
-    """Three forwards in flight hold three heap generations of one bucket; its SSCs are compiled once (a training
-    run's early steps make generations and grow buckets, and the compile was most of their cost). Each forward's
-    result is bitwise the one-generation step's."""
+def test_heap_generations_and_layers_of_one_shape_share_one_compile(monkeypatch):
+    """Three forwards in flight hold three heap generations of one bucket, and a second layer of the same shape
+    makes its own; the bucket's SSCs are compiled once in the process (a training run's early steps make
+    generations and grow buckets in every layer, and the compile was most of their cost). Every forward's result
+    is bitwise the one-generation step's."""
     import hpmoe.torch.runtime as runtime_module
     x, ids, w, dy = inputs(7)
-    want = step(make(speculative=False), x, ids, w, dy)  # its own runtime, compiled before the count starts
+    want = step(make(speculative=False), x, ids, w, dy)
     compiled = []
     real = runtime_module.compile_schedules
     monkeypatch.setattr(runtime_module, "compile_schedules", lambda cfg, *a: compiled.append(cfg) or real(cfg, *a))
-    m = make(capacity_factor=1.0)
-    xs = [x.clone().requires_grad_() for _ in range(3)]
-    ys = [m(xi, ids, w) for xi in xs]
+    runtime_module._compiled.cache_clear()  # earlier tests compiled shapes of their own
+    layers = [make(capacity_factor=1.0), make(capacity_factor=1.0)]
+    xs = [x.clone().requires_grad_() for _ in range(4)]
+    ys = [layers[0](xi, ids, w) for xi in xs[:3]] + [layers[1](xs[3], ids, w)]
     for y in ys:
         y.backward(dy)
-    m.runtime.check()
-    stats = m.runtime.bucket_stats()
-    assert [b["generations"] for b in stats["buckets"]] == [3] and len(compiled) == 1, (stats, len(compiled))
-    assert stats["group_seconds"] > 0
+    stats = [m.runtime.bucket_stats() for m in layers]
+    for m in layers:
+        m.runtime.check()
+    assert [[b["generations"] for b in st["buckets"]] for st in stats] == [[3], [1]], stats
+    assert len(compiled) == 1 and all(st["group_seconds"] > 0 for st in stats), (len(compiled), stats)
     for y, xi in zip(ys, xs):
         assert torch.equal(y.detach(), want["y"]) and torch.equal(xi.grad, want["dx"])

@@ -2,6 +2,7 @@
 and heap generations (hpmoe.torch.moe_ffn explains them), and failure polling."""
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import time
@@ -30,6 +31,15 @@ _NEED_RING = 256  # speculative forwards whose agreed need the host has not read
 # What a call binds to PyTorch's tensors (ops.py): no bytes for them in the heaps.
 EXTERNAL_SLOTS = (Slot.X, Slot.TOPK_IDS, Slot.TOPK_WEIGHTS, Slot.W1, Slot.W2, Slot.Y, Slot.DY, Slot.DX, Slot.DW1,
                   Slot.DW2, Slot.DTOPK_WEIGHTS)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(cfg) -> tuple:
+    """The SSCs of a bucket config, compiled once a process: every heap generation of a bucket, and every layer of
+    a model whose experts share a shape, runs the same schedules. A compile takes 0.1 s (EP 2, a small model) to
+    2.4 s (EP 8, DeepSeek-V3 experts at 8192 tokens; all ranks' files, for the loader's group check), and the early
+    steps of a training run make generations and grow buckets. Read-only after this."""
+    return tuple(compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep))))
 
 
 class _Lease:
@@ -157,9 +167,6 @@ class MoeFfnRuntime:
         _RUNTIMES[self.id] = self  # the custom ops name their runtime by this id
         self._free: dict[tuple[int, int], list[CudaGroup]] = {}
         self._all: dict[tuple[int, int], list[CudaGroup]] = {}
-        # Compiled SSCs per bucket config: every heap generation of a bucket runs the same schedules, so the
-        # compile (tens to hundreds of ms a config; the early steps of a training run grow buckets) runs once.
-        self._schedules: dict = {}
         self.group_seconds = 0.0  # host time spent making heap generations (compile, heaps, peer mapping)
 
     # ---- shape buckets and heap generations --------------------------------------------------------
@@ -332,9 +339,7 @@ class MoeFfnRuntime:
     def _new_group(self, cfg, placed: dict) -> CudaGroup:
         start = time.perf_counter()
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-        if cfg not in self._schedules:
-            self._schedules[cfg] = compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep)))
-        schedules = self._schedules[cfg]
+        schedules = _compiled(cfg)
         if self.ep == 1:
             g = CudaGroup(cfg, [index], schedules, external=EXTERNAL_SLOTS, placed=placed)
         else:
