@@ -2,10 +2,14 @@
 and `y.backward(dy)` of hpmoe.torch.MoEFFN against the PyTorch expert-parallel path (NCCL all_to_all_single,
 torch._grouped_mm, autograd: benchmarks/cuda_ep_torch.py) holding the same parameters, the two alternating
 call by call, CUDA events around each whole call, the slowest rank's time. Beside them: MoEFFN's persistent
-kernels inside the same calls ("its kernels"). DeepSeek-V3 expert shapes (h 7168, I 2048, 8 local experts,
-top-8), the routing generator and seed of the other EP benchmarks. Ratio = PyTorch / hpmoe (above 1: faster).
+kernels inside the same calls ("its kernels"; a forward or backward whose routing outgrew the bucket from its
+launch to its last pass). DeepSeek-V3 expert shapes by default (h 7168, I 2048, 8 local
+experts, top-8: 256 experts over 32 GPUs); `--model` takes another model of cuda_user_step.SHAPES, whose routed
+experts are then split over the N GPUs (Mixtral-8x7B at EP 2: 4 a GPU). The routing generator and seed of the
+other EP benchmarks. Ratio = PyTorch / hpmoe (above 1: faster).
 
     torchrun --nproc_per_node 4 benchmarks/cuda_ep_user_step.py --tokens 4096 8192 --routing balanced skewed
+    ... --model mixtral-8x7b qwen3-30b-a3b     (rows for each model, in one run)
     ... --bucket speculative|agreed|sync-free    (MoEFFN's bucket at EP > 1; docs/cuda.md)
 
 Weight gradients start every step as None in both paths (optimizer.zero_grad()'s default), so neither pays an
@@ -31,6 +35,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cuda_ep_torch import moe_ep, slowest, timed_call  # noqa: E402
+from cuda_user_step import SHAPES  # noqa: E402
 from ep_traffic import per_gpu  # noqa: E402
 
 from hpmoe.config import make_config  # noqa: E402
@@ -40,8 +45,20 @@ from hpmoe.torch import MoEFFN  # noqa: E402
 BUCKETS = {"speculative": dict(), "agreed": dict(speculative=False), "sync-free": dict(sync_free=True)}
 
 
-def bench(tokens: int, routing: str, args, rank: int, ep: int) -> dict:
-    cfg = make_config("deepseek-v3", {"ep": ep, "tokens": tokens})
+def model_config(model: str, ep: int, tokens: int):
+    """The expert shape at EP `ep`: DeepSeek-V3 keeps its 8 local experts (the paper's and issue 19's case); other
+    models split their routed experts over the GPUs."""
+    if model == "deepseek-v3":
+        return make_config("deepseek-v3", {"ep": ep, "tokens": tokens})
+    h, inter, experts, k = SHAPES[model]
+    if experts % ep:
+        raise SystemExit(f"cuda_ep_user_step.py: {model}'s {experts} experts do not split over {ep} GPUs")
+    return make_config(None, {"ep": ep, "tokens": tokens, "hidden": h, "inter": inter, "dtype": "bf16",
+                              "experts_per_rank": experts // ep, "topk": k})
+
+
+def bench(model: str, tokens: int, routing: str, args, rank: int, ep: int) -> dict:
+    cfg = model_config(model, ep, tokens)
     ids, weights = make_routing(cfg, routing, 0)
     h, inter, E, k = cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk
     m = MoEFFN(h, inter, E, k, **BUCKETS[args.bucket])
@@ -68,9 +85,12 @@ def bench(tokens: int, routing: str, args, rank: int, ep: int) -> dict:
         moe_ep(x, w1t, w2t, tid, tw, ep, E).backward(dy)
 
     rt = m.runtime
+    # The steady state a training loop reaches: a routing that outgrows the first bucket grows it `overflow_lag`
+    # forwards later (each call here runs two forwards), so the default warm-up covers that many.
+    warmup = args.warmup if args.warmup is not None else rt.overflow_lag // 2 + 2
     fwd = {"torch": [], "hpmoe": []}
     step = {"torch": [], "hpmoe": [], "kernels": []}
-    for i in range(args.warmup + args.repeat):
+    for i in range(warmup + args.repeat):
         with torch.no_grad():
             t_fwd = timed_call(lambda: moe_ep(x, w1t, w2t, tid, tw, ep, E))
             h_fwd = timed_call(lambda: m(x, tid, tw))
@@ -79,7 +99,7 @@ def bench(tokens: int, routing: str, args, rank: int, ep: int) -> dict:
         h_step = timed_call(hp_step)
         rt.time_kernels = False
         kernels = slowest(sum(rt.kernel_ms().values()))
-        if i >= args.warmup:
+        if i >= warmup:
             for name, ms in (("torch", t_fwd), ("hpmoe", h_fwd)):
                 fwd[name].append(ms)
             for name, ms in (("torch", t_step), ("hpmoe", h_step), ("kernels", kernels)):
@@ -91,17 +111,18 @@ def bench(tokens: int, routing: str, args, rank: int, ep: int) -> dict:
     med.update({f"{n}_fwd_ms": statistics.median(v) for n, v in fwd.items()})
     gpu = per_gpu(ids, E, h, inter, med["hpmoe_fwdbwd_ms"])
     gpu["torch_tflops_per_gpu"] = gpu["tflops_per_gpu"] * med["hpmoe_fwdbwd_ms"] / med["torch_fwdbwd_ms"]  # same FLOPs
-    return {"ep": ep, "tokens": tokens, "routing": routing, "bucket": args.bucket, **med, **gpu,
+    return {"model": model, "ep": ep, "tokens": tokens, "routing": routing, "bucket": args.bucket, **med, **gpu,
             "ratio_user": med["torch_fwdbwd_ms"] / med["hpmoe_fwdbwd_ms"],
             "ratio_kernels": med["torch_fwdbwd_ms"] / med["kernels_fwdbwd_ms"],
             "ratio_fwd": med["torch_fwd_ms"] / med["hpmoe_fwd_ms"], "y_max_abs_diff": slowest(float(diff)),
-            "overflows_seen": rt.overflows_seen, "heap_gib": rt.heap_bytes() / 2 ** 30}
+            "overflows_seen": rt.overflows_seen, "buckets": rt.bucket_stats()["buckets"], "warmup": warmup,
+            "heap_gib": rt.heap_bytes() / 2 ** 30}
 
 
-def ep1_bound_ms(tokens: int, args, rank: int, solo) -> float:
-    """The communication-free step: MoEFFN at EP 1 in this rank's own group (`solo`), DeepSeek-V3 experts,
-    balanced routing over its 8 experts, `tokens` tokens; every rank at once; the slowest rank's median ms."""
-    cfg = make_config("deepseek-v3", {"ep": 1, "tokens": tokens})
+def ep1_bound_ms(model: str, ep: int, tokens: int, args, rank: int, solo) -> float:
+    """The communication-free step: MoEFFN at EP 1 in this rank's own group (`solo`), the model's local experts
+    at EP `ep`, balanced routing over them, `tokens` tokens; every rank at once; the slowest rank's median ms."""
+    cfg = model_config(model, ep, tokens).replace(ep=1, recv_rows_per_src=0)
     ids, weights = make_routing(cfg, "balanced", 0)
     h, inter, E, k = cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk
     m = MoEFFN(h, inter, E, k, group=solo)
@@ -116,17 +137,21 @@ def ep1_bound_ms(tokens: int, args, rank: int, solo) -> float:
             p.grad = None
         m(x, tid, tw).backward(dy)
 
-    times = [timed_call(step) for _ in range(args.warmup + args.repeat)]
-    return statistics.median(times[args.warmup:])
+    warmup = args.warmup if args.warmup is not None else 2  # EP 1: one bucket, nothing to grow
+    times = [timed_call(step) for _ in range(warmup + args.repeat)]
+    return statistics.median(times[warmup:])
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tokens", type=int, nargs="+", default=[4096, 8192], help="tokens per GPU")
+    p.add_argument("--model", nargs="+", default=["deepseek-v3"], choices=sorted(SHAPES),
+                   help="expert shapes (default deepseek-v3 with 8 local experts; others split their experts)")
     p.add_argument("--routing", nargs="+", default=["balanced", "skewed"], choices=["balanced", "random", "skewed"])
     p.add_argument("--bucket", choices=sorted(BUCKETS), default="speculative", help="MoEFFN's bucket at EP > 1")
     p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--warmup", type=int, default=None,
+                   help="untimed calls first (default: enough for the speculative bucket to grow, overflow_lag / 2 + 2)")
     p.add_argument("--ep1-bound", choices=["on", "off"], default="on",
                    help="also time the communication-free EP 1 step at the same tokens a GPU (the bound)")
     args = p.parse_args()
@@ -135,10 +160,10 @@ def main() -> int:
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     solo = dist.new_subgroups(group_size=1)[0] if args.ep1_bound == "on" else None  # collective: every rank
     rows = []
-    for tokens in args.tokens:
-        bound = ep1_bound_ms(tokens, args, rank, solo) if solo is not None else None
+    for model, tokens in [(m, t) for m in args.model for t in args.tokens]:
+        bound = ep1_bound_ms(model, ep, tokens, args, rank, solo) if solo is not None else None
         for routing in args.routing:
-            row = bench(tokens, routing, args, rank, ep)
+            row = bench(model, tokens, routing, args, rank, ep)
             row["ep1_bound_ms"] = bound
             # The bound holds the balanced rows a GPU; skewed routing puts more on some GPUs than it has.
             row["of_bound"] = bound / row["hpmoe_fwdbwd_ms"] if bound and routing == "balanced" else None
@@ -147,14 +172,14 @@ def main() -> int:
                 print(json.dumps(row), flush=True)
     if rank == 0:
         print(f"\n# {torch.cuda.get_device_name()} x {ep}, MoEFFN bucket {args.bucket}, medians of {args.repeat}")
-        print("| EP, tokens/GPU, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees "
+        print("| model, EP, tokens/GPU, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees "
               "it | ratio of the kernels | fwd ratio (user) | TFLOP/s a GPU, hpmoe / PyTorch | link GB/s a GPU "
               "(hpmoe) | EP 1 bound | of the bound |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
             bound = f"{r['ep1_bound_ms']:.2f} ms" if r["ep1_bound_ms"] else "-"
             of = f"{r['of_bound']:.2f}" if r["of_bound"] else "-"
-            print(f"| {r['ep']}, {r['tokens']}, {r['routing']} | {r['torch_fwdbwd_ms']:.2f} ms | "
+            print(f"| {r['model']}, {r['ep']}, {r['tokens']}, {r['routing']} | {r['torch_fwdbwd_ms']:.2f} ms | "
                   f"{r['hpmoe_fwdbwd_ms']:.2f} ms | {r['kernels_fwdbwd_ms']:.2f} ms | {r['ratio_user']:.2f} | "
                   f"{r['ratio_kernels']:.2f} | {r['ratio_fwd']:.2f} | {r['tflops_per_gpu']:.0f} / "
                   f"{r['torch_tflops_per_gpu']:.0f} | {r['link_gb_s_per_gpu']:.0f} | {bound} | {of} |")

@@ -121,7 +121,7 @@ int hpmoe_cuda_launch_pass(void* group, uint32_t rank, uint32_t direction, void*
     spec.token_end = pass->token_end;
     spec.need_out = reinterpret_cast<void*>(pass->need_out);
   }
-  return Fail(static_cast<CudaGroup*>(group)->Launch(rank, direction, stream, spec, ToOptions(options), timed != 0),
+  return Fail(static_cast<CudaGroup*>(group)->Launch(rank, direction, stream, spec, ToOptions(options), timed),
               err, errlen);
 }
 

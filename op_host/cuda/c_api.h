@@ -52,7 +52,8 @@ int hpmoe_cuda_run(void* group, uint32_t direction, const HpmoeCudaOptions* opti
 int hpmoe_cuda_launch(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
                       uint32_t dw_mode, uint32_t plan, const HpmoeCudaOptions* options, char* err, int errlen);
 // options->trace is ignored by hpmoe_cuda_launch; a launch with timed = 1 records CUDA events around its
-// persistent kernel, read (after waiting for it) by hpmoe_cuda_kernel_ms.
+// persistent kernel, read (after waiting for it) by hpmoe_cuda_kernel_ms; timed = 2 records only the start mark
+// and 4 only the end mark, so that a sequence of launches (a forward and its passes) is timed as one.
 int hpmoe_cuda_launch_timed(void* group, uint32_t rank, uint32_t direction, void* stream, const uint64_t* bound,
                             uint32_t dw_mode, uint32_t plan, uint32_t timed, const HpmoeCudaOptions* options, char* err,
                             int errlen);

@@ -18,6 +18,10 @@
 namespace hpmoe {
 namespace cuda {
 
+// Launch's CUDA event marks around the persistent kernel: both (one launch timed), or only the start / the end
+// (a sequence timed as one: a speculative forward and its passes, KernelMs spans them).
+constexpr uint32_t kTimedBoth = 1, kTimedStart = 2, kTimedEnd = 4;
+
 struct LaunchOptions {
   uint64_t timeout_ms = 30000;
   uint32_t fault_rank = 0;
@@ -94,10 +98,11 @@ class CudaGroup {
   std::string Run(uint32_t direction, const LaunchOptions& options);
   // Enqueues one launch of `direction` on local `rank` on `stream` (a cudaStream_t, e.g. PyTorch's current
   // stream) and returns without waiting: bind, [plan], persistent kernel. Capturable in a CUDA graph once a
-  // launch with the same options ran eagerly. A failure is found by Poll.
+  // launch with the same options ran eagerly. A failure is found by Poll. timed: kTimed* (0: no marks).
   std::string Launch(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
-                     const LaunchOptions& options, bool timed = false);
-  // The persistent kernel's milliseconds in the last timed Launch of `direction` (waits for it).
+                     const LaunchOptions& options, uint32_t timed = 0);
+  // The milliseconds between the start mark and the end mark of `direction`'s timed launches (waits for the
+  // end): one launch's persistent kernel, or a launch sequence's (kTimedStart on its first, kTimedEnd on its last).
   std::string KernelMs(uint32_t rank, uint32_t direction, float* ms);
   // "" while no launch has failed (reads mapped host memory, no sync); else syncs the failed rank's last
   // stream and returns the first report in one line. The group is unusable after a failure.
@@ -117,7 +122,7 @@ class CudaGroup {
   std::string CheckCoResidency(uint32_t rank, uint32_t direction) const;
   std::string LaunchRefusal(uint32_t direction) const;
   std::string Enqueue(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
-                      const LaunchOptions& options, bool timed);
+                      const LaunchOptions& options, uint32_t timed);
   std::string BindWeights(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding);
   std::string BindWeightGradMaps(RankState& s, uint32_t direction, const LaunchSpec& spec, void* binding);
   std::string FailureReport(uint32_t rank);

@@ -147,7 +147,7 @@ std::string CudaGroup::BindWeightGradMaps(RankState& s, uint32_t direction, cons
 }
 
 std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_ptr, const LaunchSpec& spec,
-                               const LaunchOptions& o, bool timed) {
+                               const LaunchOptions& o, uint32_t timed) {
   RankState& s = ranks_[rank];
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
   HPMOE_CUDA_TRY(cudaSetDevice(s.device), "cudaSetDevice");
@@ -242,7 +242,7 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
   HPMOE_CUDA_TRY(cudaGetLastError(), "launching the bind / routing plan kernels");
   void* args[] = {&s.dev_rank[direction]};
   void* const* marks = timed ? (stream == s.stream ? s.events : s.kernel_events[direction]) : nullptr;
-  if (timed) cudaEventRecord(static_cast<cudaEvent_t>(marks[0]), stream);
+  if (timed & (kTimedBoth | kTimedStart)) cudaEventRecord(static_cast<cudaEvent_t>(marks[0]), stream);
   // Cooperative: every block co-resident (blocks wait on each other). Through cudaLaunchKernelExC so that the
   // launch can also be captured into a CUDA graph.
   cudaLaunchAttribute coop{};
@@ -269,7 +269,7 @@ std::string CudaGroup::Enqueue(uint32_t rank, uint32_t direction, void* stream_p
     failed_ = true;
     return Format("rank %u: launching the persistent kernel: %s (%s)", rank, cudaGetErrorName(e), cudaGetErrorString(e));
   }
-  if (timed) cudaEventRecord(static_cast<cudaEvent_t>(marks[1]), stream);
+  if (timed & (kTimedBoth | kTimedEnd)) cudaEventRecord(static_cast<cudaEvent_t>(marks[1]), stream);
 #if HPMOE_EXPERIMENT_PROFILE
   ProfilePrintKernel<<<1, 1, 0, stream>>>(direction);  // timing-only builds (tile_profile.cuh)
 #endif
@@ -301,9 +301,12 @@ std::string CudaGroup::KernelMs(uint32_t rank, uint32_t direction, float* ms) {
 }
 
 std::string CudaGroup::Launch(uint32_t rank, uint32_t direction, void* stream, const LaunchSpec& spec,
-                              const LaunchOptions& options, bool timed) {
+                              const LaunchOptions& options, uint32_t timed) {
   if (direction <= 1 && (rank >= ranks_.size() || !IsLocal(rank)))
     return Format("rank %u is not a rank of this process", rank);
+  if (timed & ~(kTimedBoth | kTimedStart | kTimedEnd))
+    return Format("timed = %u: must be 0, or %u (both marks), %u (start only), %u (end only)", timed, kTimedBoth,
+                  kTimedStart, kTimedEnd);
   const std::string refused = LaunchRefusal(direction);
   return refused.empty() ? Enqueue(rank, direction, stream, spec, options, timed) : refused;
 }
@@ -317,7 +320,7 @@ std::string CudaGroup::Run(uint32_t direction, const LaunchOptions& o) {
     RankState& s = ranks_[r];
     LaunchSpec spec;
     spec.plan = o.plan && direction == 0;  // the routing plan from TOPK_IDS, on the device
-    const std::string err = Enqueue(r, direction, s.stream, spec, o, true);
+    const std::string err = Enqueue(r, direction, s.stream, spec, o, kTimedBoth);
     if (!err.empty()) return err;
   }
   for (uint32_t r = 0; r < ranks_.size(); ++r) {

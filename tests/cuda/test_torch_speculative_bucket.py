@@ -141,3 +141,23 @@ def test_heap_generations_and_layers_of_one_shape_share_one_compile(monkeypatch)
     assert len(compiled) == 1 and all(st["group_seconds"] > 0 for st in stats), (len(compiled), stats)
     for y, xi in zip(ys, xs):
         assert torch.equal(y.detach(), want["y"]) and torch.equal(xi.grad, want["dx"])
+
+
+@needs_gpu
+def test_kernel_time_of_an_overflowed_call_spans_its_passes(monkeypatch):
+    """time_kernels on an overflowed call times its launches as one (the stood-down launch to the last pass), so
+    it is longer than one launch of a bucket that fits; timing only the first launch gave a fraction of it."""
+    monkeypatch.setenv("HPMOE_OVERFLOW_LAG", "8")  # no growth within these calls
+    x, ids, w, dy = inputs(8)
+    spans = {}
+    for name, m in (("overflowed", make(capacity_factor=0.3)), ("fits", make(capacity_factor=1.0))):
+        for _ in range(3):  # the last call's times
+            m.runtime.time_kernels = True
+            step(m, x, ids, w, dy)
+        spans[name] = m.runtime.kernel_ms()
+        m.runtime.check()
+        (key,) = m.runtime._all  # one bucket: the lag outlasts these calls
+        if name == "overflowed":  # C about 0.3 T k rows: every EP 1 forward needs T k, so each ran as passes
+            assert len(m.runtime.passes(key)) >= 2 and key[1] < T * K, key
+    for d in ("fwd", "bwd"):
+        assert spans["overflowed"][d] > spans["fits"][d] > 0, spans

@@ -23,6 +23,7 @@ from .trace import TRACE_WORDS
 
 DIRECTIONS = {"fwd": 0, "bwd": 1}
 FAULTS = {"none": 0, "drop-put": 1}
+TIMED = {False: 0, True: 1, "start": 2, "end": 4}  # kTimedBoth / kTimedStart / kTimedEnd (cuda_group.h)
 
 
 class CudaGroup:
@@ -168,14 +169,14 @@ class CudaGroup:
 
     def launch(self, rank: int, direction: str, stream: int, bound: dict[Slot, int] | None = None, *,
                dw_half: bool = False, dw_accumulate: bool = False, plan: bool = False, timeout_s: float = 30.0,
-               timed: bool = False, run_if: str = "always", tokens: tuple[int, int] | None = None,
+               timed: bool | str = False, run_if: str = "always", tokens: tuple[int, int] | None = None,
                need_out: int = 0) -> None:
         """Enqueues one launch on `stream` (a cudaStream_t as an int, e.g. torch's current stream) and returns
         without waiting. `bound`: slots used in place at these device addresses (inputs, outputs, weights and
         their gradients; never what peers write). dw_half: bound DW1/DW2 hold the model dtype (else fp32);
         dw_accumulate: the weight gradient is added to what they hold (a framework's gradient buffer). plan:
         build the routing plan from TOPK_IDS on the device. timed: CUDA events around the persistent kernel,
-        read by kernel_ms. The speculative bucket at ep > 1 (docs/cuda.md, "Routing beyond the bucket"):
+        read by kernel_ms; "start" / "end" mark only the first / the last launch of a sequence timed as one. The speculative bucket at ep > 1 (docs/cuda.md, "Routing beyond the bucket"):
         run_if "speculate" (a planned forward: the ranks agree on the rows the routing needs and, if the bucket
         is too small, every rank stops before any row moves and marks this generation overflowed; the agreed
         need goes to the mapped host word at `need_out`), "no_overflow" / "overflow" (runs only if this
@@ -183,6 +184,8 @@ class CudaGroup:
         tokens: (begin, end), the launch routes and reduces only these tokens (a pass)."""
         if run_if not in RUN_IF:
             raise ValueError(f"run_if must be one of {sorted(RUN_IF)}, got {run_if!r}")
+        if timed not in TIMED:
+            raise ValueError(f"timed must be one of {list(TIMED)}, got {timed!r}")
         begin, end = tokens if tokens is not None else (0, self.cfg.tokens)
         if not 0 <= begin <= end <= self.cfg.tokens:
             raise ValueError(f"tokens=({begin}, {end}) is not a range inside [0, {self.cfg.tokens}]")
@@ -194,11 +197,12 @@ class CudaGroup:
         err = ctypes.create_string_buffer(ERR_LEN)
         dw_mode = int(dw_half) | int(dw_accumulate) << 1  # kDwModelDtype | kDwAccumulate (device_rank.cuh)
         self._check(lib().hpmoe_cuda_launch_pass(self.handle, rank, DIRECTIONS[direction], stream, table, dw_mode,
-                                                 int(plan), int(timed), ctypes.byref(pass_), ctypes.byref(opts), err,
+                                                 int(plan), TIMED[timed], ctypes.byref(pass_), ctypes.byref(opts), err,
                                                  ERR_LEN), err)
 
     def kernel_ms(self, rank: int, direction: str) -> float:
-        """The persistent kernel's ms in this rank's last timed launch of `direction` (waits for it)."""
+        """The persistent kernel's ms in this rank's last timed launch of `direction`, or from the last "start"
+        mark to the last "end" mark (waits for it)."""
         ms = ctypes.c_float()
         err = ctypes.create_string_buffer(ERR_LEN)
         self._check(lib().hpmoe_cuda_kernel_ms(self.handle, rank, DIRECTIONS[direction], ctypes.byref(ms), err,
