@@ -77,8 +77,13 @@ def test_verify_reports_damage_and_mixed_groups(tmp_path):
     assert missing.returncode == 2 and "cannot read" in missing.stderr
 
 
+# The last two: the CUDA op's schedules (mixed queues, row pipelines, the claim pool), whose processes each
+# compile only their own rank and exchange the files (hpmoe.torch's runtime).
 @pytest.mark.parametrize("overrides", [{"ep": 2}, {"ep": 3}, {"ep": 5, "topk": 4}, {"ep": 4, "topk": 8},
-                                       {"ep": 4, "ratr": False, "interleave": False}, {"ep": 3, "hidden": 48}])
+                                       {"ep": 4, "ratr": False, "interleave": False}, {"ep": 3, "hidden": 48},
+                                       {"ep": 4, "mixed_queues": True, "row_pipelines": True, "claim_pool": True},
+                                       {"ep": 8, "topk": 4, "mixed_queues": True, "row_pipelines": True,
+                                        "claim_pool": True, "expert_aligned": True}])
 def test_single_rank_compile_equals_the_group_compile(overrides):
     """The single-rank path derives remote triggers by rank symmetry; the group path derives every trigger."""
     cfg = make_config("small", overrides)

@@ -174,3 +174,24 @@ def test_import_hpmoe_does_not_import_torch():
             "assert 'torch' not in sys.modules, 'torch was imported'")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+def test_peer_ssc_files_are_refused_before_any_device_work():
+    """peer_ssc (one process a rank, hpmoe.torch's runtime): each rank compiles its own SSCs and the group gets
+    every rank's files; a list of the wrong length, a file for this rank that is not its own, or peer files
+    without local_rank are refused with one line before the library is touched (no GPU needed)."""
+    from hpmoe import ssc_io
+    from hpmoe.compiler import compile_schedules
+    from hpmoe.cuda.group import CudaGroup
+    cfg, _ = config(2, "bf16", "balanced")
+    own = compile_schedules(cfg, ["fwd", "bwd"], [1])
+    files = {s.direction_name: ssc_io.to_bytes(s) for s in compile_schedules(cfg, ["fwd", "bwd"], [0, 1])
+             if s.rank == 0}
+    good = {d: [files[d], next(ssc_io.to_bytes(s) for s in own if s.direction_name == d)] for d in ("fwd", "bwd")}
+    with pytest.raises(ValueError, match="peer_ssc is for one rank a process"):
+        CudaGroup(cfg, [0], own, peer_ssc=good)
+    with pytest.raises(CudaFailure, match=r"peer_ssc\['fwd'\] holds 1 files for ep=2"):
+        CudaGroup(cfg, [0], own, local_rank=1, peer_ssc={**good, "fwd": good["fwd"][:1]})
+    swapped = {**good, "bwd": [good["bwd"][1], good["bwd"][0]]}
+    with pytest.raises(CudaFailure, match=r"peer_ssc\['bwd'\]\[1\] is not this rank's own bwd SSC"):
+        CudaGroup(cfg, [0], own, local_rank=1, peer_ssc=swapped)

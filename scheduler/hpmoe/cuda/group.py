@@ -34,11 +34,13 @@ class CudaGroup:
     def __init__(self, cfg: MoeConfig, devices: list[int] | None = None,
                  schedules: list[RankSchedule] | None = None, *, local_rank: int | None = None,
                  exchange: Callable[[bytes], list[bytes]] | None = None, external: tuple[Slot, ...] = (),
-                 placed: dict[Slot, int] | None = None):
+                 placed: dict[Slot, int] | None = None, peer_ssc: dict[str, list[bytes]] | None = None):
         """external: slots that live outside the heaps (every launch that uses one binds it: `launch(bound=)`;
         write/read/run refuse them), e.g. the tensors a PyTorch call passes in and gets back. placed: workspace
         slots at fixed device addresses for the group's lifetime (workspace.py: memory that groups whose
-        launches never overlap share); one rank in this process only."""
+        launches never overlap share); one rank in this process only. peer_ssc: with local_rank, every rank's
+        SSC files by direction as their own processes compiled them ({"fwd": [rank 0's, ...], "bwd": [...]});
+        `schedules` then holds this rank's only, and the loader checks the group over the peers' real files."""
         self.cfg = cfg
         self.failed = False  # a launch failed (poll saw it): counters inconsistent, the group is done
         self.external = tuple(external)
@@ -52,6 +54,17 @@ class CudaGroup:
         for s in schedules:
             self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
             counters[s.direction_name] = max(counters[s.direction_name], s.counters_needed)
+        if peer_ssc is not None:
+            if local_rank is None:
+                raise ValueError("peer_ssc is for one rank a process (local_rank)")
+            for d, files in peer_ssc.items():
+                if len(files) != cfg.ep:
+                    raise CudaFailure(f"peer_ssc[{d!r}] holds {len(files)} files for ep={cfg.ep}")
+                if self.ssc[d][local_rank] and files[local_rank] != self.ssc[d][local_rank]:
+                    raise CudaFailure(f"peer_ssc[{d!r}][{local_rank}] is not this rank's own {d} SSC")
+                # The heaps' layout reserves this rank's counters; a peer file needing more is refused by the
+                # loader (counter capacity), one that differs otherwise by the group check.
+                self.ssc[d] = [bytes(f) for f in files]
         self.counters = counters
         self.specs = tensor_specs(cfg)
         err = ctypes.create_string_buffer(ERR_LEN)

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 from ..compiler import compile_schedules
+from .. import ssc_io
 from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure, blocks_per_worker
@@ -34,12 +35,15 @@ EXTERNAL_SLOTS = (Slot.X, Slot.TOPK_IDS, Slot.TOPK_WEIGHTS, Slot.W1, Slot.W2, Sl
 
 
 @functools.lru_cache(maxsize=64)
-def _compiled(cfg) -> tuple:
-    """The SSCs of a bucket config, compiled once a process: every heap generation of a bucket, and every layer of
-    a model whose experts share a shape, runs the same schedules. A compile takes 0.1 s (EP 2, a small model) to
-    2.4 s (EP 8, DeepSeek-V3 experts at 8192 tokens; all ranks' files, for the loader's group check), and the early
-    steps of a training run make generations and grow buckets. Read-only after this."""
-    return tuple(compile_schedules(cfg, ["fwd", "bwd"], list(range(cfg.ep))))
+def _compiled(cfg, rank: int) -> tuple[tuple, dict[str, bytes]]:
+    """This rank's SSCs of a bucket config (schedules, and their files by direction), compiled once a process:
+    every heap generation of a bucket, and every layer of a model whose experts share a shape, runs the same
+    schedules. Only this rank's: a single-rank compile is byte for byte the group compile's file for that rank
+    (rank symmetry; tests/test_cli.py), and the other ranks' files come from their own processes (_new_group).
+    The early steps of a training run make generations and grow buckets; a DeepSeek-V3 bucket at EP 8 (8192
+    tokens) took 2.4 s to compile for all ranks, about 0.35 s for one (the workstation). Read-only after this."""
+    schedules = tuple(compile_schedules(cfg, ["fwd", "bwd"], [rank]))
+    return schedules, {s.direction_name: ssc_io.to_bytes(s) for s in schedules}
 
 
 class _Lease:
@@ -339,12 +343,17 @@ class MoeFfnRuntime:
     def _new_group(self, cfg, placed: dict) -> CudaGroup:
         start = time.perf_counter()
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
-        schedules = _compiled(cfg)
+        schedules, mine = _compiled(cfg, self.rank)
         if self.ep == 1:
             g = CudaGroup(cfg, [index], schedules, external=EXTERNAL_SLOTS, placed=placed)
         else:
+            # Every rank's files, as each rank compiled its own, for the loader's group check (every generation:
+            # a collective that every rank of the group makes at the same call, whatever its cache holds).
+            files: list = [None] * self.ep
+            dist.all_gather_object(files, mine, group=self.group)
+            peer_ssc = {d: [f[d] for f in files] for d in ("fwd", "bwd")}
             g = CudaGroup(cfg, [index], schedules, local_rank=self.rank, exchange=self._exchange,
-                          external=EXTERNAL_SLOTS, placed=placed)
+                          external=EXTERNAL_SLOTS, placed=placed, peer_ssc=peer_ssc)
             dist.barrier(group=self.group)  # every heap mapped before any rank launches
         self.group_seconds += time.perf_counter() - start
         return g
