@@ -51,6 +51,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--cpu-reference", action="store_true",
                    help="run on CPU, fp32, a tiny model, hpmoe replaced by its pure-PyTorch stand-in\n"
                         "(checks this script; its speed means nothing)")
+    p.add_argument("--deterministic", action="store_true",
+                   help="PyTorch's deterministic kernels for the rest of the model too (hpmoe's op always is),\n"
+                        "so that each implementation's curve repeats bit for bit and the two curves differ\n"
+                        "only by the MoE op's numerics; slower, and the tokens/s are not the comparison then")
     p.add_argument("--plot", type=Path, metavar="SUMMARY_JSON",
                    help="only draw loss.png next to an earlier summary.json (where matplotlib is missing on the GPU)")
     args = p.parse_args(argv)
@@ -219,6 +223,10 @@ def main(argv=None) -> int:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         torch.cuda.set_device(device)
     log = print if rank == 0 else (lambda *_: None)
+    if args.deterministic:
+        # cuBLAS needs a fixed workspace for repeatable reductions; set before its first use in this process.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without a deterministic path warns
     torch.manual_seed(args.seed)
     init = {k: v.cpu() for k, v in
             __import__("transformers").AutoModelForCausalLM.from_config(model_config(args)).state_dict().items()}
