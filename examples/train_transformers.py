@@ -226,7 +226,9 @@ def main(argv=None) -> int:
     if args.deterministic:
         # cuBLAS needs a fixed workspace for repeatable reductions; set before its first use in this process.
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=True)  # an op without a deterministic path warns
+        # warn_only=False: with True, cuDNN's attention backward kept its non-deterministic algorithm (one H200,
+        # torch 2.11); an op with no deterministic path raises instead of drifting silently.
+        torch.use_deterministic_algorithms(True)
     torch.manual_seed(args.seed)
     init = {k: v.cpu() for k, v in
             __import__("transformers").AutoModelForCausalLM.from_config(model_config(args)).state_dict().items()}
