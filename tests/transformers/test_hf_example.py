@@ -38,3 +38,18 @@ def test_example_cpu_reference_run(tmp_path):
 def test_example_rejects_bad_steps():
     proc = subprocess.run([sys.executable, str(EXAMPLE), "--steps", "0"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--steps must be at least 1" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_deterministic_runs_repeat_bit_for_bit(tmp_path):
+    """--deterministic: two runs give the same losses, bit for bit, for each implementation (on the GPU this
+    needed warn_only=False: cuDNN's attention backward; benchmarks/RESULTS.md session 35)."""
+    losses = []
+    for run in ("a", "b"):
+        proc = subprocess.run([sys.executable, str(EXAMPLE), "--cpu-reference", "--deterministic", "--steps", "3",
+                               "--warmup", "1", "--out", str(tmp_path / run)], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        summary = json.loads((tmp_path / run / "summary.json").read_text())
+        assert summary["args"]["deterministic"] is True
+        losses.append({r["impl"]: r["losses"] for r in summary["runs"]})
+    assert losses[0] == losses[1] and len(losses[0]["hpmoe"]) == 3, losses
