@@ -189,12 +189,13 @@ class CudaGroup:
         their gradients; never what peers write). dw_half: bound DW1/DW2 hold the model dtype (else fp32);
         dw_accumulate: the weight gradient is added to what they hold (a framework's gradient buffer). plan:
         build the routing plan from TOPK_IDS on the device. timed: CUDA events around the persistent kernel,
-        read by kernel_ms; "start" / "end" mark only the first / the last launch of a sequence timed as one. The speculative bucket at ep > 1 (docs/cuda.md, "Routing beyond the bucket"):
-        run_if "speculate" (a planned forward: the ranks agree on the rows the routing needs and, if the bucket
-        is too small, every rank stops before any row moves and marks this generation overflowed; the agreed
-        need goes to the mapped host word at `need_out`), "no_overflow" / "overflow" (runs only if this
-        generation's last speculative forward fitted / overflowed; otherwise does nothing, on the device);
-        tokens: (begin, end), the launch routes and reduces only these tokens (a pass)."""
+        read by kernel_ms; "start" / "end" mark only the first / the last launch of a sequence timed as one.
+        The speculative bucket at ep > 1 (docs/cuda.md, "Routing beyond the bucket"): run_if "speculate" (a
+        planned forward: the ranks agree on the rows the routing needs and, if the bucket is too small, every
+        rank stops before any row moves and marks this generation overflowed; the agreed need goes to the
+        mapped host word at `need_out`), "no_overflow" / "overflow" (runs only if this generation's last
+        speculative forward fitted / overflowed; otherwise does nothing, on the device); tokens: (begin, end),
+        the launch routes and reduces only these tokens (a pass)."""
         if run_if not in RUN_IF:
             raise ValueError(f"run_if must be one of {sorted(RUN_IF)}, got {run_if!r}")
         if timed not in TIMED:

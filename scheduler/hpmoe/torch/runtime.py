@@ -11,8 +11,8 @@ import weakref
 import torch
 import torch.distributed as dist
 
-from ..compiler import compile_schedules
 from .. import ssc_io
+from ..compiler import compile_schedules
 from ..config import make_config, round_up
 from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure, blocks_per_worker
