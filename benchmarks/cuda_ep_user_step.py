@@ -151,7 +151,7 @@ def main() -> int:
     p.add_argument("--bucket", choices=sorted(BUCKETS), default="speculative", help="MoEFFN's bucket at EP > 1")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--warmup", type=int, default=None,
-                   help="untimed calls first (default: enough for the speculative bucket to grow, overflow_lag / 2 + 2)")
+                   help="untimed calls first (default overflow_lag / 2 + 2: the speculative bucket has grown)")
     p.add_argument("--ep1-bound", choices=["on", "off"], default="on",
                    help="also time the communication-free EP 1 step at the same tokens a GPU (the bound)")
     args = p.parse_args()
@@ -172,8 +172,8 @@ def main() -> int:
                 print(json.dumps(row), flush=True)
     if rank == 0:
         print(f"\n# {torch.cuda.get_device_name()} x {ep}, MoEFFN bucket {args.bucket}, medians of {args.repeat}")
-        print("| model, EP, tokens/GPU, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user sees "
-              "it | ratio of the kernels | fwd ratio (user) | TFLOP/s a GPU, hpmoe / PyTorch | link GB/s a GPU "
+        print("| model, EP, tokens/GPU, routing | PyTorch fwd+bwd | MoEFFN fwd+bwd | its kernels | ratio as the user "
+              "sees it | ratio of the kernels | fwd ratio (user) | TFLOP/s a GPU, hpmoe / PyTorch | link GB/s a GPU "
               "(hpmoe) | EP 1 bound | of the bound |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
         for r in rows:
