@@ -5,7 +5,9 @@
 # transformers training example, "hpmoe" against "grouped_mm" (loss curves, tokens/s, ms a step per interval,
 # bucket growths). Logs, JSON and the loss plot under $OUT (else out/issue19), and all of them in issue19.tgz
 # (the device tool brings back only a few files a call).
-#   HPMOE_BUILD_DIR=build/NAME [TOKENS="4096 8192"] [REPEAT=3] [STEPS=160 WARMUP=60] benchmarks/cuda_issue19.sh
+#   HPMOE_BUILD_DIR=build/NAME [TOKENS="4096 8192"] [MODELS="deepseek-v3 mixtral-8x7b ..."] [REPEAT=3]
+#   [STEPS=160 WARMUP=60] benchmarks/cuda_issue19.sh
+# MODELS: expert shapes of the user's step (cuda_user_step.SHAPES; default deepseek-v3, issue 19's case).
 set -uo pipefail
 source "$(dirname "$0")/cuda_session_env.sh" issue19
 gpus=$(nvidia-smi -L | wc -l)
@@ -22,7 +24,7 @@ timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -ra tests/cuda/test_torch_mo
 echo "== 1. GPU tests (rc $?, $((SECONDS - start)) s)"; tail -4 "$out/pytest.log"
 start=$SECONDS
 timeout "${STEP_TIMEOUT:-300}" torchrun --nproc_per_node "$gpus" benchmarks/cuda_ep_user_step.py \
-  --tokens ${TOKENS:-4096 8192} --routing balanced skewed --repeat "${REPEAT:-3}" 2>&1 | grep -Ev "$quiet" \
+  --tokens ${TOKENS:-4096 8192} --model ${MODELS:-deepseek-v3} --routing balanced skewed --repeat "${REPEAT:-3}" 2>&1 | grep -Ev "$quiet" \
   > "$out/user_step.log"
 echo "== 2. the user's step at EP $gpus ($((SECONDS - start)) s)"; sed -n '/^# /,$p' "$out/user_step.log"
 start=$SECONDS
