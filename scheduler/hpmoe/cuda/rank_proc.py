@@ -1,7 +1,7 @@
 """One rank of `hpmoe run --backend cuda` as its own process on its own GPU (`python -m
-hpmoe.cuda.rank_proc`, spawned by run.py): regenerates the group's inputs from the seed, maps its peers'
-heaps through CUDA IPC handles exchanged as files in the run directory, runs fwd + bwd, and writes its
-outputs (and trace) there. A failure prints one line on stderr and exits 3."""
+hpmoe.cuda.rank_proc`, spawned by run.py): regenerates the group's inputs from the seed, compiles its own
+rank's SSCs (the peers' come as files in the run directory, for the loader's group check), maps its peers'
+heaps through CUDA IPC handles exchanged there too, runs fwd + bwd, and writes its outputs (and trace) there. A failure prints one line on stderr and exits 3."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import ssc_io
+from ..compiler import compile_schedules
 from ..config import make_config
 from ..errors import HpmoeError
 from ..runtime.dtypes import to_storage
@@ -61,7 +63,13 @@ def main(argv: list[str] | None = None) -> int:
             _wait_for(files, 120, f"rank {r} waiting for heap handles")
             return [f.read_bytes() for f in files]
 
-        with CudaGroup(cfg, [args.device], local_rank=r, exchange=exchange) as group:
+        own = compile_schedules(cfg, ["fwd", "bwd"], [r])  # a single-rank compile is the group's file for r
+        for s in own:
+            _publish(run_dir / f"ssc{r}_{s.direction_name}.ssc", ssc_io.to_bytes(s))
+        files = {d: [run_dir / f"ssc{q}_{d}.ssc" for q in range(cfg.ep)] for d in ("fwd", "bwd")}
+        _wait_for(files["fwd"] + files["bwd"], 120, f"rank {r} waiting for the peers' SSC files")
+        peer_ssc = {d: [f.read_bytes() for f in paths] for d, paths in files.items()}
+        with CudaGroup(cfg, [args.device], own, local_rank=r, exchange=exchange, peer_ssc=peer_ssc) as group:
             wt = cfg.weights_transposed
             group.load_rank(r, to_storage(inputs.x[r], cfg.dtype), to_storage(stored(inputs.w1[r], wt), cfg.dtype),
                             to_storage(stored(inputs.w2[r], wt), cfg.dtype), to_storage(inputs.dy[r], cfg.dtype),
