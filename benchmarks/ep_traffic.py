@@ -1,6 +1,6 @@
 """Per-GPU work and link traffic of one expert-parallel MoE-FFN step, from the routing alone (torch-free: the
-GEMM FLOPs every benchmark counts, and the per-GPU figures of issue 19 in cuda_ep_user_step.py). A row is one (token, expert) pair, as both paths send
-them: a token whose k experts live on one other rank sends k rows there.
+GEMM FLOPs every benchmark counts, and the per-GPU figures of issue 19 in cuda_ep_user_step.py). A row is one
+(token, expert) pair, as both paths send them: a token whose k experts live on one other rank sends k rows there.
 
 Per rank r of an EP group with E local experts each (ids [ep, T, k], global expert ids):
 - received: rows r's experts multiply (from every source, r itself included);

@@ -1,7 +1,8 @@
 """One rank of `hpmoe run --backend cuda` as its own process on its own GPU (`python -m
 hpmoe.cuda.rank_proc`, spawned by run.py): regenerates the group's inputs from the seed, compiles its own
 rank's SSCs (the peers' come as files in the run directory, for the loader's group check), maps its peers'
-heaps through CUDA IPC handles exchanged there too, runs fwd + bwd, and writes its outputs (and trace) there. A failure prints one line on stderr and exits 3."""
+heaps through CUDA IPC handles exchanged there too, runs fwd + bwd, and writes its outputs (and trace) there.
+A failure prints one line on stderr and exits 3."""
 from __future__ import annotations
 
 import argparse
