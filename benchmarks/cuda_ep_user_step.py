@@ -5,7 +5,7 @@ call by call, CUDA events around each whole call, the slowest rank's time. Besid
 kernels inside the same calls ("its kernels"; a forward or backward whose routing outgrew the bucket from its
 launch to its last pass). DeepSeek-V3 expert shapes by default (h 7168, I 2048, 8 local experts, top-8: 256
 experts over 32 GPUs); `--model` takes another model of cuda_user_step.SHAPES, whose routed experts are then
-split over the N GPUs (Mixtral-8x7B at EP 2: 4 a GPU). The routing generator and seed of the other EP
+split over the N GPUs (Mixtral-8x7B at EP 2: 4 a GPU; Qwen3-30B-A3B keeps its 16 a GPU, a slice of 128). The routing generator and seed of the other EP
 benchmarks. Ratio = PyTorch / hpmoe (above 1: faster).
 
     torchrun --nproc_per_node 4 benchmarks/cuda_ep_user_step.py --tokens 4096 8192 --routing balanced skewed
@@ -45,12 +45,19 @@ from hpmoe.torch import MoEFFN  # noqa: E402
 BUCKETS = {"speculative": dict(), "agreed": dict(speculative=False), "sync-free": dict(sync_free=True)}
 
 
+# Models whose SHAPES entry is one GPU's slice of many more routed experts (DeepSeek-V3: 8 of 256, Qwen3-30B-A3B:
+# 16 of 128): every GPU keeps that slice at any EP, as each GPU of a larger deployment holds it.
+SLICED = {"deepseek-v3", "qwen3-30b-a3b"}
+
+
 def model_config(model: str, ep: int, tokens: int):
-    """The expert shape at EP `ep`: DeepSeek-V3 keeps its 8 local experts (the paper's and issue 19's case); other
-    models split their routed experts over the GPUs."""
+    """The expert shape at EP `ep`: DeepSeek-V3 keeps its 8 local experts (the paper's and issue 19's case) and
+    Qwen3-30B-A3B its 16; the other models split their routed experts over the GPUs."""
     if model == "deepseek-v3":
         return make_config("deepseek-v3", {"ep": ep, "tokens": tokens})
     h, inter, experts, k = SHAPES[model]
+    if model in SLICED:
+        experts *= ep
     if experts % ep:
         raise SystemExit(f"cuda_ep_user_step.py: {model}'s {experts} experts do not split over {ep} GPUs")
     return make_config(None, {"ep": ep, "tokens": tokens, "hidden": h, "inter": inter, "dtype": "bf16",
@@ -121,8 +128,14 @@ def bench(model: str, tokens: int, routing: str, args, rank: int, ep: int) -> di
 
 def ep1_bound_ms(model: str, ep: int, tokens: int, args, rank: int, solo) -> float:
     """The communication-free step: MoEFFN at EP 1 in this rank's own group (`solo`), the model's local experts
-    at EP `ep`, balanced routing over them, `tokens` tokens; every rank at once; the slowest rank's median ms."""
-    cfg = model_config(model, ep, tokens).replace(ep=1, recv_rows_per_src=0)
+    at EP `ep`, balanced routing over them, `tokens` tokens; every rank at once; the slowest rank's median ms.
+    Where fewer local experts than top-k remain (Mixtral at EP 8: 1 of top-2), each token picks all of them and
+    tokens grow by k / E, so a GPU's expert rows stay tokens x k."""
+    cfg = model_config(model, ep, tokens)
+    k, local = cfg.topk, cfg.experts_per_rank
+    if k > local:
+        tokens = tokens * k // local
+    cfg = cfg.replace(ep=1, recv_rows_per_src=0, topk=min(k, local), tokens=tokens)
     ids, weights = make_routing(cfg, "balanced", 0)
     h, inter, E, k = cfg.hidden, cfg.inter, cfg.experts_per_rank, cfg.topk
     m = MoEFFN(h, inter, E, k, group=solo)
