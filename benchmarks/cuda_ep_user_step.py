@@ -5,8 +5,8 @@ call by call, CUDA events around each whole call, the slowest rank's time. Besid
 kernels inside the same calls ("its kernels"; a forward or backward whose routing outgrew the bucket from its
 launch to its last pass). DeepSeek-V3 expert shapes by default (h 7168, I 2048, 8 local experts, top-8: 256
 experts over 32 GPUs); `--model` takes another model of cuda_user_step.SHAPES, whose routed experts are then
-split over the N GPUs (Mixtral-8x7B at EP 2: 4 a GPU; Qwen3-30B-A3B keeps its 16 a GPU, a slice of 128). The routing generator and seed of the other EP
-benchmarks. Ratio = PyTorch / hpmoe (above 1: faster).
+split over the N GPUs (Mixtral-8x7B at EP 2: 4 a GPU; Qwen3-30B-A3B keeps its 16 a GPU, a slice of 128). The
+routing generator and seed of the other EP benchmarks. Ratio = PyTorch / hpmoe (above 1: faster).
 
     torchrun --nproc_per_node 4 benchmarks/cuda_ep_user_step.py --tokens 4096 8192 --routing balanced skewed
     ... --model mixtral-8x7b qwen3-30b-a3b     (rows for each model, in one run)

@@ -195,3 +195,8 @@ def test_peer_ssc_files_are_refused_before_any_device_work():
     swapped = {**good, "bwd": [good["bwd"][1], good["bwd"][0]]}
     with pytest.raises(CudaFailure, match=r"peer_ssc\['bwd'\]\[1\] is not this rank's own bwd SSC"):
         CudaGroup(cfg, [0], own, local_rank=1, peer_ssc=swapped)
+    # Files handed in as already serialized (the runtime's compile cache) are checked the same way.
+    with pytest.raises(CudaFailure, match=r"peer_ssc\['bwd'\]\[1\] is not this rank's own bwd SSC"):
+        CudaGroup(cfg, [0], own, local_rank=1, peer_ssc=swapped, own_ssc={d: good[d][1] for d in good})
+    with pytest.raises(ValueError, match="own_ssc is for one rank a process"):
+        CudaGroup(cfg, [0], own, own_ssc={d: good[d][1] for d in good})

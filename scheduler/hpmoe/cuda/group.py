@@ -34,13 +34,16 @@ class CudaGroup:
     def __init__(self, cfg: MoeConfig, devices: list[int] | None = None,
                  schedules: list[RankSchedule] | None = None, *, local_rank: int | None = None,
                  exchange: Callable[[bytes], list[bytes]] | None = None, external: tuple[Slot, ...] = (),
-                 placed: dict[Slot, int] | None = None, peer_ssc: dict[str, list[bytes]] | None = None):
+                 placed: dict[Slot, int] | None = None, peer_ssc: dict[str, list[bytes]] | None = None,
+                 own_ssc: dict[str, bytes] | None = None):
         """external: slots that live outside the heaps (every launch that uses one binds it: `launch(bound=)`;
         write/read/run refuse them), e.g. the tensors a PyTorch call passes in and gets back. placed: workspace
         slots at fixed device addresses for the group's lifetime (workspace.py: memory that groups whose
         launches never overlap share); one rank in this process only. peer_ssc: with local_rank, every rank's
         SSC files by direction as their own processes compiled them ({"fwd": [rank 0's, ...], "bwd": [...]});
-        `schedules` then holds this rank's only, and the loader checks the group over the peers' real files."""
+        `schedules` then holds this rank's only, and the loader checks the group over the peers' real files.
+        own_ssc: with local_rank, this rank's files by direction already serialized from `schedules` (a compile
+        cache keeps them), so they are not serialized again (about 9 ms a generation at EP 8, DeepSeek-V3)."""
         self.cfg = cfg
         self.failed = False  # a launch failed (poll saw it): counters inconsistent, the group is done
         self.external = tuple(external)
@@ -51,8 +54,12 @@ class CudaGroup:
         self.schedules = schedules
         self.ssc: dict[str, list[bytes]] = {"fwd": [b""] * cfg.ep, "bwd": [b""] * cfg.ep}
         counters = {"fwd": 0, "bwd": 0}
+        if own_ssc is not None and local_rank is None:
+            raise ValueError("own_ssc is for one rank a process (local_rank)")
         for s in schedules:
-            self.ssc[s.direction_name][s.rank] = ssc_io.to_bytes(s)
+            d = s.direction_name
+            mine = own_ssc is not None and s.rank == local_rank and d in own_ssc
+            self.ssc[d][s.rank] = own_ssc[d] if mine else ssc_io.to_bytes(s)
             counters[s.direction_name] = max(counters[s.direction_name], s.counters_needed)
         if peer_ssc is not None:
             if local_rank is None:

@@ -60,9 +60,7 @@ def _fwd_impl(x, topk_ids, topk_weights, w1, w2, rt: MoeFfnRuntime, keep: bool):
     y = torch.empty_like(x)
     bound = {Slot.X: x.data_ptr(), Slot.TOPK_IDS: ids.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(),
              Slot.W1: w1c.data_ptr(), Slot.W2: w2c.data_ptr(), Slot.Y: y.data_ptr()}
-    # time_kernels: a speculative forward is timed from its launch to its last pass (passes run if it overflowed).
-    timed = ("start" if rt.speculative else True) if rt.time_kernels else False
-    lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s, timed=timed,
+    lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s, timed=rt.call_mark(),
                        run_if="speculate" if rt.speculative else "always",
                        need_out=rt.need_slot() if rt.speculative else 0)
     if rt.speculative:
@@ -81,7 +79,7 @@ def _forward_passes(rt: MoeFfnRuntime, lease, bound: dict) -> None:
     ranges = rt.passes(lease.key)
     for i, tokens in enumerate(ranges):
         lease.group.launch(rt.rank, "fwd", _stream(rt), bound, plan=True, timeout_s=rt.timeout_s,
-                           timed="end" if rt.time_kernels and i == len(ranges) - 1 else False, run_if="overflow",
+                           timed=rt.pass_mark(i, len(ranges)), run_if="overflow",
                            tokens=tokens)
 
 
@@ -120,12 +118,12 @@ def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTar
     else:
         dw1, dw2, model_dtype, accumulate = into.dw1, into.dw2, into.model_dtype, into.accumulate
     dtw = torch.empty((T, rt.topk), dtype=torch.float32, device=dy.device)
-    timed = ("start" if rt.speculative else True) if rt.time_kernels else False  # to the last pass, as the forward
     bound = {Slot.DY: dy.data_ptr(), Slot.TOPK_WEIGHTS: weights.data_ptr(), Slot.W1: w1c.data_ptr(),
              Slot.W2: w2c.data_ptr(), Slot.DX: dx.data_ptr(), Slot.DW1: dw1.data_ptr(), Slot.DW2: dw2.data_ptr(),
              Slot.DTOPK_WEIGHTS: dtw.data_ptr()}
     lease.group.launch(rt.rank, "bwd", _stream(rt), bound, dw_half=model_dtype, dw_accumulate=accumulate,
-                       timeout_s=rt.timeout_s, timed=timed, run_if="no_overflow" if rt.speculative else "always")
+                       timeout_s=rt.timeout_s, timed=rt.call_mark(),
+                       run_if="no_overflow" if rt.speculative else "always")
     if rt.speculative:
         if x is None or topk_ids is None:
             raise RuntimeError("hpmoe moe_ffn: a speculative-bucket backward needs the forward's x and topk_ids")
@@ -143,7 +141,7 @@ def _bwd_impl(dy, lease, topk_weights, w1, w2, rt: MoeFfnRuntime, into: WgradTar
                                run_if="overflow", tokens=tokens)
             lease.group.launch(rt.rank, "bwd", _stream(rt), bound, dw_half=model_dtype,
                                dw_accumulate=accumulate or i > 0, timeout_s=rt.timeout_s, run_if="overflow",
-                               tokens=tokens, timed="end" if rt.time_kernels and i == len(ranges) - 1 else False)
+                               tokens=tokens, timed=rt.pass_mark(i, len(ranges)))
     rt.last_launch["bwd"] = lease.group
     lease.release()  # the next forward may reuse this heap: it runs after this backward on the stream
     if into is not None:

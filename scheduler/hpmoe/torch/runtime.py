@@ -353,7 +353,7 @@ class MoeFfnRuntime:
             dist.all_gather_object(files, mine, group=self.group)
             peer_ssc = {d: [f[d] for f in files] for d in ("fwd", "bwd")}
             g = CudaGroup(cfg, [index], schedules, local_rank=self.rank, exchange=self._exchange,
-                          external=EXTERNAL_SLOTS, placed=placed, peer_ssc=peer_ssc)
+                          external=EXTERNAL_SLOTS, placed=placed, peer_ssc=peer_ssc, own_ssc=mine)
             dist.barrier(group=self.group)  # every heap mapped before any rank launches
         self.group_seconds += time.perf_counter() - start
         return g
@@ -396,6 +396,15 @@ class MoeFfnRuntime:
                     if g in self._free.get(key, []):
                         self._free[key].remove(g)
                     raise
+
+    def call_mark(self):
+        """`timed=` of a call's first launch (time_kernels): a speculative call is timed from it to its last pass
+        (passes run only if it overflowed; pass_mark), others around it alone."""
+        return ("start" if self.speculative else True) if self.time_kernels else False
+
+    def pass_mark(self, index: int, passes: int):
+        """`timed=` of pass `index` of `passes`: the last one ends a speculative call's timing."""
+        return "end" if self.time_kernels and index == passes - 1 else False
 
     def kernel_ms(self) -> dict[str, float]:
         """The persistent kernels' ms of the last fwd and bwd launch (time_kernels must have been on; waits)."""
