@@ -158,8 +158,14 @@ def train(args, impl: str, init_state: dict | None, device: torch.device, log=pr
         passes = sum(b["overflows_seen"] for b in result["bucket_stats"])
         generations = sum(b.get("generations", 0) for s in result["bucket_stats"] for b in s["buckets"])
         making = sum(b["group_seconds"] for b in result["bucket_stats"])
+        parts: dict = {}
+        for b in result["bucket_stats"]:
+            for name, sec in b["group_parts"].items():
+                parts[name] = parts.get(name, 0.0) + sec
+        spent = ", ".join(f"{name} {sec:.2f}" for name, sec in parts.items() if sec > 0)
         log(f"[{impl}] receive buckets: {grown} growths over {len(result['bucket_stats'])} layers, "
-            f"{passes} forwards ran as passes, {generations} heap generations made in {making:.2f} s")
+            f"{passes} forwards ran as passes, {generations} heap generations made in {making:.2f} s"
+            + (f" ({spent})" if spent else ""))
     if device.type == "cuda":
         free, total = torch.cuda.mem_get_info(device)
         # hpmoe's heaps are allocated by its CUDA library, not torch: torch's peak misses them, the device's

@@ -10,6 +10,8 @@ Tolerances: hpmoe.runtime.tolerances (10 unit roundoffs of the dtype); the passe
 rounding per pass to the parameter dtype, within that budget at the pass counts here (2-3)."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from hpmoe.cuda.native import gpu_count, gpu_unavailable_reason
@@ -139,6 +141,10 @@ def test_heap_generations_and_layers_of_one_shape_share_one_compile(monkeypatch)
         m.runtime.check()
     assert [[b["generations"] for b in st["buckets"]] for st in stats] == [[3], [1]], stats
     assert len(compiled) == 1 and all(st["group_seconds"] > 0 for st in stats), (len(compiled), stats)
+    # The parts of a generation's host time add up to it (EP 1: a compile, then the heap).
+    for st in stats:
+        assert math.isclose(sum(st["group_parts"].values()), st["group_seconds"], rel_tol=1e-9), st
+        assert st["group_parts"]["heap"] > 0 and st["group_parts"]["barrier"] == 0, st
     for y, xi in zip(ys, xs):
         assert torch.equal(y.detach(), want["y"]) and torch.equal(xi.grad, want["dx"])
 

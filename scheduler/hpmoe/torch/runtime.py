@@ -46,6 +46,23 @@ def _compiled(cfg, rank: int) -> tuple[tuple, dict[str, bytes]]:
     return schedules, {s.direction_name: ssc_io.to_bytes(s) for s in schedules}
 
 
+# Where a heap generation's host time goes (bucket_stats()["group_parts"]), in the order it is spent.
+GROUP_PARTS = ("compile", "files", "heap", "handles", "mapping", "barrier")
+
+
+class _PartClock:
+    """Adds the seconds since the last lap to `parts[name]` at each lap; `total` is the sum of the laps."""
+
+    def __init__(self, parts: dict):
+        self.parts, self.total, self.last = parts, 0.0, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.parts[name] += now - self.last
+        self.total += now - self.last
+        self.last = now
+
+
 class _Lease:
     """One heap generation lent to one forward until its backward ran (or its autograd graph was dropped)."""
 
@@ -172,6 +189,8 @@ class MoeFfnRuntime:
         self._free: dict[tuple[int, int], list[CudaGroup]] = {}
         self._all: dict[tuple[int, int], list[CudaGroup]] = {}
         self.group_seconds = 0.0  # host time spent making heap generations (compile, heaps, peer mapping)
+        # ... and its parts (EP > 1: every collective also waits for the slowest rank and this GPU's queue)
+        self.group_parts = dict.fromkeys(GROUP_PARTS, 0.0)
 
     # ---- shape buckets and heap generations --------------------------------------------------------
     def config(self, tokens: int, rows_per_src: int | None = None, transposed: bool = False):
@@ -341,21 +360,33 @@ class MoeFfnRuntime:
         return self._workspaces[key][1]
 
     def _new_group(self, cfg, placed: dict) -> CudaGroup:
-        start = time.perf_counter()
+        clock = _PartClock(self.group_parts)
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         schedules, mine = _compiled(cfg, self.rank)
+        clock.lap("compile")
         if self.ep == 1:
             g = CudaGroup(cfg, [index], schedules, external=EXTERNAL_SLOTS, placed=placed)
+            clock.lap("heap")
         else:
             # Every rank's files, as each rank compiled its own, for the loader's group check (every generation:
             # a collective that every rank of the group makes at the same call, whatever its cache holds).
             files: list = [None] * self.ep
             dist.all_gather_object(files, mine, group=self.group)
             peer_ssc = {d: [f[d] for f in files] for d in ("fwd", "bwd")}
-            g = CudaGroup(cfg, [index], schedules, local_rank=self.rank, exchange=self._exchange,
+            clock.lap("files")
+
+            def exchange(handle: bytes) -> list[bytes]:
+                clock.lap("heap")  # the heap allocated and zeroed, its IPC handle made
+                handles = self._exchange(handle)
+                clock.lap("handles")
+                return handles
+
+            g = CudaGroup(cfg, [index], schedules, local_rank=self.rank, exchange=exchange,
                           external=EXTERNAL_SLOTS, placed=placed, peer_ssc=peer_ssc, own_ssc=mine)
+            clock.lap("mapping")  # peers' heaps opened, the SSCs loaded and checked
             dist.barrier(group=self.group)  # every heap mapped before any rank launches
-        self.group_seconds += time.perf_counter() - start
+            clock.lap("barrier")
+        self.group_seconds += clock.total
         return g
 
     def _exchange(self, handle: bytes) -> list[bytes]:
@@ -367,11 +398,12 @@ class MoeFfnRuntime:
         """What the receive buckets did so far: the buckets made (rows per source C, for a token count and weight
         layout; several for one token count and layout mean the routing outgrew the first), the forwards read as
         overflowed (each ran as passes), the reads that waited for the GPU, and the host seconds spent making heap
-        generations (each bucket's `generations`). Host counters only: no sync."""
+        generations (each bucket's `generations`) and where they went (`group_parts`, GROUP_PARTS). Host counters
+        only: no sync."""
         return {"buckets": [{"tokens": t, "rows": c, "transposed": w, "generations": len(self._all[(t, c, w)])}
                             for (t, c, w) in sorted(self._all)],
                 "overflows_seen": self.overflows_seen, "overflow_waits": self.overflow_waits,
-                "group_seconds": self.group_seconds}
+                "group_seconds": self.group_seconds, "group_parts": dict(self.group_parts)}
 
     def heap_bytes(self) -> int:
         """Device memory of this rank's heap generations created so far and of their shared workspaces."""

@@ -29,7 +29,7 @@ class MoeFfnRuntime:
         self.dtype = dtype
 
     def bucket_stats(self) -> dict:  # the stand-in keeps no buckets: every call runs whole
-        return {"buckets": [], "overflows_seen": 0, "overflow_waits": 0, "group_seconds": 0.0}
+        return {"buckets": [], "overflows_seen": 0, "overflow_waits": 0, "group_seconds": 0.0, "group_parts": {}}
 
 
 def _gather_rows(t: torch.Tensor, rt: MoeFfnRuntime) -> torch.Tensor:
