@@ -30,11 +30,29 @@ def pass_ranges(cfg: MoeConfig, rows: int) -> list[tuple[int, int]]:
     return [(b, min(cfg.tokens, b + size)) for b in range(0, cfg.tokens, size)]
 
 
+def first_rows(cfg: MoeConfig) -> int:
+    """A shape's first bucket: the config's C, and at least one token's rows, so that passes of one token each
+    always fit (expert_aligned pads)."""
+    return max(cfg.recv_rows_per_src, least_rows(cfg))
+
+
+def ladder_rows(cfg: MoeConfig, need: int, floor: int = 0) -> int:
+    """The smallest bucket of `cfg`'s ladder holding `need` rows per source and `floor`: the first bucket
+    (first_rows), then GROWTH x the last, each rounded to tile_m; capped at the bucket that holds any
+    routing, never below `need` (rounded to tile_m). Layers of one shape that outgrow the same first bucket
+    land on the same steps, so they share one compiled schedule a step; growing to the need itself gave every
+    layer sizes of its own (one SSC compile each: 1.7 of the 3.0 s that 14 heap generations took at EP 4 in
+    the transformers example, benchmarks/RESULTS.md session 36)."""
+    most = round_up(cfg.max_rows_per_pair, cfg.tile_m)
+    rung = first_rows(cfg)
+    while rung < max(need, floor) and rung < most:
+        rung = round_up(int(rung * GROWTH), cfg.tile_m)
+    return max(round_up(need, cfg.tile_m), min(most, rung))
+
+
 def grown_rows(cfg: MoeConfig, now: int, need: int) -> int:
     """The bucket after a forward needed `need` rows per source where the bucket is `now`: `now` if it fits,
-    else at least the need and GROWTH x now, capped at the bucket that holds any routing (never below the
-    need), rounded to tile_m."""
+    else the ladder's bucket holding the need and GROWTH x now (ladder_rows)."""
     if need <= now:
         return now
-    most = round_up(cfg.max_rows_per_pair, cfg.tile_m)
-    return max(round_up(need, cfg.tile_m), min(most, round_up(int(now * GROWTH), cfg.tile_m)))
+    return ladder_rows(cfg, need, int(now * GROWTH))

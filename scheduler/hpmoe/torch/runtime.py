@@ -18,7 +18,7 @@ from ..cuda.group import CudaGroup
 from ..cuda.native import CudaFailure, blocks_per_worker
 from ..errors import HpmoeError
 from ..gmm_split import default_expert_aligned, default_first_gmm_pool, too_few_row_tiles
-from ..speculative_bucket import GROWTH, grown_rows, least_rows, pass_ranges
+from ..speculative_bucket import GROWTH, first_rows, grown_rows, ladder_rows, pass_ranges
 from ..ssc_format import FUSED_SWIGLU_GROUP, Slot
 from ..token_split import auto_token_tile
 from ..wgrad_split import default_wgrad_n_block
@@ -272,12 +272,12 @@ class MoeFfnRuntime:
         """C for this call. Speculative: the shape's bucket as grown so far (no read of this call's routing).
         EP 1 (or sync_free): fixed. speculative=False at EP > 1: the largest rows any rank sends any rank,
         agreed by an all_reduce of device-computed counts (one host read per forward), rounded up to tile_m;
-        a bucket once made is kept until the routing outgrows it, then the next is at least 1.25x larger."""
+        a bucket once made is kept until the routing outgrows it, then the next is the ladder's step (ladder_rows)
+        at least 1.25x larger."""
         cfg = self.config(tokens, None, transposed)
         if self.speculative:
             self._read_needs()
-            # At least one token's rows, so that passes of one token each always fit (expert_aligned pads).
-            return self._rows.setdefault((tokens, transposed), max(cfg.recv_rows_per_src, least_rows(cfg)))
+            return self._rows.setdefault((tokens, transposed), first_rows(cfg))
         if self.ep == 1 or self.sync_free:
             return cfg.recv_rows_per_src
         sent = torch.bincount(topk_ids.reshape(-1).long().clamp_(0, self.ep * self.experts - 1),
@@ -295,8 +295,7 @@ class MoeFfnRuntime:
         made = [c for (t, c, w) in self._all if t == tokens and w == transposed]
         if any(c >= rows for c in made):
             return min(c for c in made if c >= rows)
-        grown = round_up(int(max(made) * GROWTH), cfg.tile_m) if made else 0
-        return max(cfg.recv_rows_per_src, rows, grown)
+        return ladder_rows(cfg, rows, int(max(made) * GROWTH) if made else 0)  # layers of a shape share steps
 
     # ---- the speculative bucket (ep > 1) ------------------------------------------------------------
     def passes(self, key: tuple) -> list[tuple[int, int]]:
