@@ -68,23 +68,27 @@ __device__ __noinline__ int32_t RunDispatchPut(const DeviceRank& d, CudaSync& sy
       CopyVectors(reinterpret_cast<uint4*>(o), reinterpret_cast<const uint4*>(s), h / 8, lane, 32);
     } else {  // dY[t, j] = topk_weights[t, j] * dy[t], rounded once; kInFlight vectors in flight per lane
       // (CopyVectors' loop with the scaling written out: a CopyVectors taking it as a transform raised the
-      // kernel's ptxas spill stores, so the two loops stay apart.)
+      // kernel's ptxas spill stores, so the two loops stay apart.) As in CopyVectors, whole groups of kInFlight
+      // vectors load without predicates, then the rest one at a time: with each load of a group predicated,
+      // ptxas carried the group through local memory, 24 LDL and 24 STL a group (SASS, session 36).
       constexpr uint32_t kInFlight = HPMOE_COPY_IN_FLIGHT;
       const float w = weights[tk];
-      for (uint64_t v0 = lane; v0 < h / 8; v0 += 32 * kInFlight) {
+      const uint64_t nv = h / 8;
+      const auto scaled = [w](T* to, uint4 raw) {
+        float x[8];
+        Unpack8<T>(raw, x);
+        for (int q = 0; q < 8; ++q) x[q] *= w;
+        Store8(to, x);
+      };
+      uint64_t v = lane;
+      for (; v + 32 * (kInFlight - 1) < nv; v += 32 * kInFlight) {
         uint4 raw[kInFlight];
 #pragma unroll
-        for (uint32_t u = 0; u < kInFlight; ++u)
-          if (v0 + 32 * u < h / 8) raw[u] = __ldcg(reinterpret_cast<const uint4*>(s + (v0 + 32 * u) * 8));
+        for (uint32_t u = 0; u < kInFlight; ++u) raw[u] = __ldcg(reinterpret_cast<const uint4*>(s + (v + 32 * u) * 8));
 #pragma unroll
-        for (uint32_t u = 0; u < kInFlight; ++u) {
-          if (v0 + 32 * u >= h / 8) break;
-          float x[8];
-          Unpack8<T>(raw[u], x);
-          for (int q = 0; q < 8; ++q) x[q] *= w;
-          Store8(o + (v0 + 32 * u) * 8, x);
-        }
+        for (uint32_t u = 0; u < kInFlight; ++u) scaled(o + (v + 32 * u) * 8, raw[u]);
       }
+      for (; v < nv; v += 32) scaled(o + v * 8, __ldcg(reinterpret_cast<const uint4*>(s + v * 8)));
     }
   }
   sync.PutMemSignal(nullptr, out.rank, d.Slot<T>(dst_slot) + uint64_t(out.row_offset) * h, 0, c.signal_event, 1u);
