@@ -45,9 +45,10 @@ from hpmoe.torch import MoEFFN  # noqa: E402
 BUCKETS = {"speculative": dict(), "agreed": dict(speculative=False), "sync-free": dict(sync_free=True)}
 
 
-# Models whose SHAPES entry is one GPU's slice of many more routed experts (DeepSeek-V3: 8 of 256, Qwen3-30B-A3B:
-# 16 of 128): every GPU keeps that slice at any EP, as each GPU of a larger deployment holds it.
-SLICED = {"deepseek-v3", "qwen3-30b-a3b"}
+# Models other than DeepSeek-V3 (its own preset, 8 of 256) whose SHAPES entry is one GPU's slice of many more
+# routed experts (Qwen3-30B-A3B: 16 of 128): every GPU keeps that slice at any EP, as each GPU of a larger
+# deployment holds it.
+SLICED = {"qwen3-30b-a3b"}
 
 
 def model_config(model: str, ep: int, tokens: int):

@@ -60,7 +60,7 @@ class CudaGroup:
             d = s.direction_name
             mine = own_ssc is not None and s.rank == local_rank and d in own_ssc
             self.ssc[d][s.rank] = own_ssc[d] if mine else ssc_io.to_bytes(s)
-            counters[s.direction_name] = max(counters[s.direction_name], s.counters_needed)
+            counters[d] = max(counters[d], s.counters_needed)
         if peer_ssc is not None:
             if local_rank is None:
                 raise ValueError("peer_ssc is for one rank a process (local_rank)")

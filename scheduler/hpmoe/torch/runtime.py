@@ -51,15 +51,14 @@ GROUP_PARTS = ("compile", "files", "heap", "handles", "mapping", "barrier")
 
 
 class _PartClock:
-    """Adds the seconds since the last lap to `parts[name]` at each lap; `total` is the sum of the laps."""
+    """Adds the seconds since the last lap to `parts[name]` at each lap."""
 
     def __init__(self, parts: dict):
-        self.parts, self.total, self.last = parts, 0.0, time.perf_counter()
+        self.parts, self.last = parts, time.perf_counter()
 
     def lap(self, name: str) -> None:
         now = time.perf_counter()
         self.parts[name] += now - self.last
-        self.total += now - self.last
         self.last = now
 
 
@@ -188,8 +187,8 @@ class MoeFfnRuntime:
         _RUNTIMES[self.id] = self  # the custom ops name their runtime by this id
         self._free: dict[tuple[int, int], list[CudaGroup]] = {}
         self._all: dict[tuple[int, int], list[CudaGroup]] = {}
-        self.group_seconds = 0.0  # host time spent making heap generations (compile, heaps, peer mapping)
-        # ... and its parts (EP > 1: every collective also waits for the slowest rank and this GPU's queue)
+        # Host seconds spent making heap generations, by part (EP > 1: every collective also waits for the slowest
+        # rank and this GPU's queue); bucket_stats' group_seconds is their sum.
         self.group_parts = dict.fromkeys(GROUP_PARTS, 0.0)
 
     # ---- shape buckets and heap generations --------------------------------------------------------
@@ -385,7 +384,6 @@ class MoeFfnRuntime:
             clock.lap("mapping")  # peers' heaps opened, the SSCs loaded and checked
             dist.barrier(group=self.group)  # every heap mapped before any rank launches
             clock.lap("barrier")
-        self.group_seconds += clock.total
         return g
 
     def _exchange(self, handle: bytes) -> list[bytes]:
@@ -402,7 +400,7 @@ class MoeFfnRuntime:
         return {"buckets": [{"tokens": t, "rows": c, "transposed": w, "generations": len(self._all[(t, c, w)])}
                             for (t, c, w) in sorted(self._all)],
                 "overflows_seen": self.overflows_seen, "overflow_waits": self.overflow_waits,
-                "group_seconds": self.group_seconds, "group_parts": dict(self.group_parts)}
+                "group_seconds": sum(self.group_parts.values()), "group_parts": dict(self.group_parts)}
 
     def heap_bytes(self) -> int:
         """Device memory of this rank's heap generations created so far and of their shared workspaces."""
