@@ -25,10 +25,10 @@ def digest(t: torch.Tensor) -> str:
     return hashlib.sha256(t.detach().contiguous().cpu().view(torch.uint8).numpy().tobytes()).hexdigest()[:16]
 
 
-def step(model: str, tokens: int) -> list[str]:
+def step(model: str, tokens: int, tile_m: int | None = None) -> list[str]:
     h, inter, E, k = SHAPES[model]
     torch.manual_seed(0)
-    m = MoEFFN(h, inter, E, k)
+    m = MoEFFN(h, inter, E, k, tile_m=tile_m)
     x = torch.randn(tokens, h, device="cuda").bfloat16().requires_grad_()
     ids = torch.argsort(torch.rand(tokens, E, device="cuda"), dim=1)[:, :k].int()
     w = torch.softmax(torch.randn(tokens, k, device="cuda"), -1).requires_grad_()
@@ -52,12 +52,14 @@ def step(model: str, tokens: int) -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("shapes", nargs="+", help=f"MODEL:TOKENS, MODEL one of {', '.join(SHAPES)}")
+    p.add_argument("--tile-m", type=int, default=None, metavar="N",
+                   help="MoEFFN(tile_m=N): rows per row tile (default 128; the tall GMM tile's build wants 256)")
     args = p.parse_args()
     for s in args.shapes:
         model, tokens = s.split(":")
         if model not in SHAPES:
             p.error(f"unknown model {model!r} (one of {', '.join(SHAPES)})")
-        for line in step(model, int(tokens)):
+        for line in step(model, int(tokens), args.tile_m):
             print(line, flush=True)
     return 0
 

@@ -29,15 +29,15 @@ def warm_deepseek_step(tokens: int):
 
 def warm_step(model: str, tokens: int, path: str, first_gmm_pool: bool | None = None, num_aiv: int | None = None,
               linear_layout: bool = False, act_n_block: str | None = None, wgrad_n_block: int | None = None,
-              wgrad_tile: int | None = None):
+              wgrad_tile: int | None = None, tile_m: int | None = None):
     """A step function of `path` at `model`'s expert shapes (EP 1, random routing) and the step's inputs,
     after 3 warm-up steps: (module or step callable, x, topk_ids, topk_weights, dy). The module is called
     as m(x, ids, w). `linear_layout`: the weights stored as nn.Linear stores them ([E, 2I, h], [E, h, I]) and
     given as transpose views, which the op reads in place (a schedule of its own, kConfigWeightsTransposed).
     `act_n_block` (N or "gmm") replaces SwiGLU's column block in MoEFFN's schedule, `wgrad_n_block` the
-    weight-gradient units' (columns, 0: whole widths), `wgrad_tile` their rows."""
+    weight-gradient units' (columns, 0: whole widths), `wgrad_tile` their rows, `tile_m` the row tiles' rows."""
     h, inter, E, k = SHAPES[model]
-    m = MoEFFN(h, inter, E, k, first_gmm_pool=first_gmm_pool, num_aiv=num_aiv)
+    m = MoEFFN(h, inter, E, k, first_gmm_pool=first_gmm_pool, num_aiv=num_aiv, tile_m=tile_m)
     if act_n_block is not None:
         from hpmoe.cuda.tune import act_block_of
         pin_config(m.runtime, lambda cfg: cfg.replace(act_n_block=act_block_of(cfg, act_n_block)))
@@ -89,6 +89,8 @@ def main() -> int:
     p.add_argument("--wgrad-tile", type=int, default=None, metavar="N",
                    help="rows per weight-gradient unit (a multiple of 128; default: MoEFFN's, 128 where it divides h "
                         "and I)")
+    p.add_argument("--tile-m", type=int, default=None, metavar="N",
+                   help="MoEFFN(tile_m=N): rows per row tile (default 128; 256 for the tall GMM tile's build)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="set an environment variable before the op compiles its schedules (a schedule experiment's "
                         "switch; session 28's HPMOE_EXPERIMENT_SIDE_ORDER, reverted since), so that "
@@ -105,7 +107,7 @@ def main() -> int:
         p.error(f"--shape: unknown model {model!r} (one of {', '.join(SHAPES)})")
     m, x, ids, w, dy = warm_step(model, int(tokens), args.path, auto_choice(args.first_gmm_pool), args.num_aiv,
                                  args.weights_layout == "linear", args.act_n_block, args.wgrad_n_block,
-                                 args.wgrad_tile)
+                                 args.wgrad_tile, args.tile_m)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.steps):
             m(x, ids, w).backward(dy)

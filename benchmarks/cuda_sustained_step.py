@@ -137,6 +137,8 @@ def schedule_options(args) -> dict:
                if getattr(args, name) is not None}
     if args.wgrad_tile is not None:
         options["wgrad_tile"] = args.wgrad_tile
+    if args.tile_m is not None:
+        options["tile_m"] = args.tile_m
     return options
 
 
@@ -227,6 +229,9 @@ def main() -> int:
                        f"{what} (default: MoEFFN's rule for the shape)")
     p.add_argument("--wgrad-tile", type=int, default=None, metavar="N",
                    help="MoEFFN(wgrad_tile=N): output rows per weight-gradient tile (default: MoEFFN's, 128)")
+    p.add_argument("--tile-m", type=int, default=None, metavar="N",
+                   help="MoEFFN(tile_m=N): rows per row tile (default 128; 256 for a build with the tall GMM tile, "
+                        "-DHPMOE_GEMM_TALL=1)")
     p.add_argument("--json-out", type=Path)
     args = p.parse_args()
     for shape in args.shapes:

@@ -5,12 +5,12 @@
 //   128 x 256 tile's 11.4 (-22% operand bytes through L2). In a training loop at the 700 W cap the clock follows
 //   those bytes (session 30), so the same math should run at a higher clock.
 // - The price: 56 KB a stage (four stages take 224 of the 227 KB), so there is no staging buffer: the epilogue
-//   stages in the tile's last slot, held back from the producer until the rows are out; and the consumers need 232 registers
-//   (setmaxnreg.inc, the producer at 40), of which the K loop's 192 accumulators leave about 37 for the rest.
+//   stages in the tile's last slot, held back from the producer until the rows are out; and the consumers need
+//   232 registers (setmaxnreg.inc, the producer at 40), of which 192 accumulators leave about 37 for the rest.
 // - A is K-major (row-major activations, the GMM and GMM_TRANS_B tasks); B either order. Same K order and the
 //   same k16 wgmma steps per output as the 128 x 256 tile.
-// Standalone for now (tests/cuda/tall_tile_check.cu): the worker loop's GMM handlers keep 90-100 registers of
-// walk state across their K loops (session 35), which this tile cannot afford yet.
+// Checked alone by tests/cuda/tall_tile_check.cu; the op's GMM tasks run it under HPMOE_GEMM_TALL=1
+// (handlers_gemm.cuh), where its barriers are the pipeline's (kBarrierBase, the same offset as here).
 #pragma once
 
 #include "block_gemm_ws.cuh"
@@ -30,11 +30,17 @@ template <class T, bool kBColMajor>
 struct BlockGemmTall {
   static constexpr int kTransB = kBColMajor ? 0 : 1;  // row-major B (N contiguous) is MN-major
   static constexpr int kAccum = kTallBN / 2;          // accumulators of one m64 slab
+  static constexpr int kTileM = kTallBM, kTileN = kTallBN;
   uint32_t smem;                                      // shared-space address, 1 KB aligned
   const int wg;                                       // consumer warpgroup 0 or 1; -1 in the producer
   int stage = 0;                                      // the pipeline position, advanced alike by both roles
   uint32_t phase = 0;
   int held = -1;  // the slot Consume kept for the epilogue's staging (-1: none, an empty K range)
+#if HPMOE_TALL_CHECK_SKEW
+  // tall_tile_check only: warpgroup 1 waits this long before its last K step, so that warpgroup 0 reaches the
+  // epilogue while the other still reads the slot it stages in.
+  uint32_t skew_last_ns = 0;
+#endif
   float d[2 * kAccum];
 
   __device__ explicit BlockGemmTall(uint8_t* shared)
@@ -43,8 +49,16 @@ struct BlockGemmTall {
     smem = (s + 1023) & ~1023u;
   }
   __device__ bool Producer() const { return wg < 0; }
+  // The pipeline position as BlockGemmWs keeps it, so that under HPMOE_GEMM_TALL both tiles continue one pipeline
+  // over the same barriers (block_gemm_tma.cuh's kBarrierBase) from task to task.
+  __device__ uint32_t Pipe() const { return uint32_t(stage) | (phase << 8); }
+  __device__ void SetPipe(uint32_t p) {
+    stage = int(p & 0xff);
+    phase = p >> 8;
+  }
   __device__ bool Issuer() const { return threadIdx.x == 128 * kWsProducerWg; }
   __device__ uint32_t Full(int s) const { return smem + kStages * kTallStageBytes + 8 * s; }
+  static_assert(!HPMOE_GEMM_TALL || kBarrierBase == kStages * kTallStageBytes, "one set of pipeline barriers");
   __device__ uint32_t Empty(int s) const { return Full(s) + 8 * kStages; }
 
   // Thread 0, before a block barrier: every slot's full barrier (one arrival a phase) and empty barrier (the
@@ -68,14 +82,19 @@ struct BlockGemmTall {
     for (int i = 0; i < 2 * kAccum; ++i) d[i] = 0.0f;
   }
 
-  // Issuer: one K step's boxes into slot s. A: one 256-line box (rows of 64 K). B: one kTallBN-line box when
-  // K-major, else kTallBN / 64 boxes of 64 columns x 64 K lines. Out-of-range lines arrive as zeros.
+  // Issuer: one K step's boxes into slot s, from the maps the runtime builds (tensor_map_kinds.h). A: two
+  // 128-line boxes (rows of 64 K) of a.map. B K-major: a 128-line box of b.map and a 64-line box of b.half_map;
+  // MN-major: kTallBN / 64 boxes of 64 columns x 64 K lines of b.map. The 128-byte swizzle repeats every 8
+  // lines, so boxes stacked at 128-line offsets land as one taller box would. Out-of-range lines arrive as zeros.
   __device__ void IssueLoads(int s, const TmaOperand& a, const TmaOperand& b, int32_t m0, int32_t n0, int32_t k) {
+    static_assert(kTallBM == 256 && kTallBN == 192, "the box composition below");
     const uint32_t sa = smem + s * kTallStageBytes, sb = sa + kTallATileBytes, bar = Full(s);
     MbarExpectTx(bar, kTallStageBytes);
     TmaLoad(sa, a.map, bar, a.c0 + k, a.r0 + m0, a.z);
+    TmaLoad(sa + 128 * 128, a.map, bar, a.c0 + k, a.r0 + m0 + 128, a.z);
     if (kBColMajor) {
       TmaLoad(sb, b.map, bar, b.c0 + k, b.r0 + n0, b.z);
+      TmaLoad(sb + 128 * 128, b.half_map, bar, b.c0 + k, b.r0 + n0 + 128, b.z);
     } else {
 #pragma unroll
       for (int j = 0; j < kTallBN / 64; ++j) TmaLoad(sb + j * kBK * 128, b.map, bar, b.c0 + n0 + 64 * j, b.r0 + k, b.z);
@@ -93,10 +112,21 @@ struct BlockGemmTall {
   // Consumers: the same K steps accumulated into d, one wgmma group in flight; a slot is freed once the group
   // that read it is done, but the last one: WriteStaged stages the tile's rows in it, then frees it (so the
   // producer fills three slots of the next tile during the epilogue, not four).
+  template <bool kZeroTail = false>
   __device__ void Consume(int32_t k0, int32_t k1) {
+    static_assert(!kZeroTail, "K-major A: no K tail to zero (the weight gradient keeps the 128 x 256 tile)");
     int prev = -1;
     for (int32_t k = k0; k < k1; k += kBK) {
       MbarWait(Full(stage), phase);
+#if HPMOE_TALL_CHECK_SKEW
+      if (wg == 1 && k + kBK >= k1 && skew_last_ns > 0) {
+        uint64_t t0, t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+        do {
+          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        } while (t - t0 < skew_last_ns);
+      }
+#endif
       IssueStage(stage);
       asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous step's group is done
       if (prev >= 0 && threadIdx.x % 32 == 0) MbarArrive(Empty(prev));
@@ -135,6 +165,10 @@ struct BlockGemmTall {
     const int g = lane / 4, t = lane % 4;
     const uint32_t buf = smem + held * kTallStageBytes + wg * 64 * kTallRowBytes;
     const bool vectors = (reinterpret_cast<uintptr_t>(c) & 15) == 0 && (ldc & 7) == 0;  // 16-byte row starts
+    // Both warpgroups' last wgmmas have read the slot before either stages over it: warpgroup 0's slab covers
+    // warpgroup 1's A rows. (Without this, rows 128..255 came out wrong in the op, where the warpgroups drift
+    // apart, and right in the standalone check, where they did not.)
+    NamedBarrier<kBarConsumers, 256>();
 #pragma unroll
     for (int slab = 0; slab < 2; ++slab) {
       const int64_t row0 = m0 + 128 * wg + 64 * slab;
@@ -190,10 +224,10 @@ struct BlockGemmTall {
   }
 
   // Consumers: 16-bit outputs straight from the accumulators, as 16-byte row vectors: WriteStaged's way out
-  // where no slot is held (an empty K range); the caller frees a held slot (ReleaseHeld). In the m64nNk16 layout warp w holds rows
-  // 16w + lane/4 (+8) and lane t = lane % 4 of a quad columns 8j + 2t, +1 of each n8 block j; a 4 x 4 transpose
-  // of 4-byte pairs inside the quad (three shuffles) gives lane t all eight columns of block 4q + t, so each
-  // quad writes 64 contiguous bytes of a row.
+  // where no slot is held (an empty K range); the caller frees a held slot (ReleaseHeld). In the m64nNk16
+  // layout warp w holds rows 16w + lane/4 (+8) and lane t = lane % 4 of a quad columns 8j + 2t, +1 of each n8
+  // block j; a 4 x 4 transpose of 4-byte pairs inside the quad (three shuffles) gives lane t all eight columns
+  // of block 4q + t, so each quad writes 64 contiguous bytes of a row.
   __device__ void Write(T* c, int64_t ldc, int64_t m0, int64_t n0, int64_t m_valid, int64_t n_valid) {
     const int lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
     const int g = lane / 4, t = lane % 4;

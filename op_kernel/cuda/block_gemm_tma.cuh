@@ -13,7 +13,10 @@
 namespace hpmoe {
 namespace cuda {
 
-constexpr uint32_t kGemmTmaSmemBytes = kGemmSmemBytes + 128;  // + 2 mbarriers per stage after the stages
+// The pipeline's mbarriers (a full and an empty one a stage) sit after the stages: those of the tall tile where it
+// runs (block_gemm_tall.cuh: 256 x 64 A + 192 x 64 B a stage), since both tiles share them under HPMOE_GEMM_TALL.
+constexpr uint32_t kBarrierBase = HPMOE_GEMM_TALL ? kStages * (256 + 192) * kBK * 2 : kStages * kStageBytes;
+constexpr uint32_t kGemmTmaSmemBytes = kBarrierBase + 128 + 1024;  // + 2 mbarriers a stage, + alignment slack
 
 // Where an operand's boxes come from: tensor map, and the coordinate origin inside it. K-major operands take
 // box (c0 + k, r0 + mn, z); MN-major ones boxes (c0 + mn + 64 j, r0 + k, z).
@@ -95,7 +98,7 @@ struct BlockGemmTma : BlockGemm<T, kAColMajor, kBColMajor> {
   using Base = BlockGemm<T, kAColMajor, kBColMajor>;
   __device__ explicit BlockGemmTma(uint8_t* shared) : Base(shared) {}
 
-  __device__ uint32_t Full(int s) const { return this->smem + kStages * kStageBytes + 8 * s; }
+  __device__ uint32_t Full(int s) const { return this->smem + kBarrierBase + 8 * s; }
   __device__ uint32_t Empty(int s) const { return Full(s) + 8 * kStages; }
 
 #if HPMOE_EXPERIMENT_HALF_B

@@ -46,7 +46,11 @@ constexpr uint32_t kWsConsumerWarps = 8;
 // chunks XOR-swizzled by row (conflict-free 4-byte writes from the accumulator layout, 16-byte reads).
 constexpr uint32_t kEpiRowBytes = kBN;  // 128 16-bit columns
 constexpr uint32_t kEpiBytes = kBM * kEpiRowBytes;
-constexpr uint32_t kGemmWsSmemBytes = kGemmTmaSmemBytes + kEpiBytes;  // stages, barriers, then staging
+// Stages, barriers, then staging; under HPMOE_GEMM_TALL the staging fits between the stages and the barriers,
+// which sit past the tall tile's larger stages.
+constexpr uint32_t kEpiOffset = HPMOE_GEMM_TALL ? kStages * kStageBytes : kBarrierBase + 128;
+static_assert(!HPMOE_GEMM_TALL || kEpiOffset + kEpiBytes <= kBarrierBase, "the staging ends before the barriers");
+constexpr uint32_t kGemmWsSmemBytes = HPMOE_GEMM_TALL ? kGemmTmaSmemBytes : kGemmTmaSmemBytes + kEpiBytes;
 static_assert(kGemmWsSmemBytes <= 227 * 1024, "an H100/H200 block's shared memory");
 
 // Named barriers (0 is __syncthreads): the two consumer warpgroups (kBarWorkers under WS=2), each of them alone,
@@ -91,6 +95,7 @@ __device__ __forceinline__ WsMailbox& WsBox() {
 template <class T, bool kAColMajor, bool kBColMajor>
 struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
   using Tma = BlockGemmTma<T, kAColMajor, kBColMajor>;
+  static constexpr int kTileM = kBM, kTileN = kBN;
   const int wg;            // consumer warpgroup 0 or 1; -1 in the producer
   int stage = 0;           // the pipeline position, advanced identically by both roles
   uint32_t phase = 0;
@@ -108,8 +113,7 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
     stage = int(p & 0xff);
     phase = p >> 8;
   }
-  // After the slots and their barriers (128 bytes, block_gemm_tma.cuh).
-  __device__ uint32_t Staging() const { return this->smem + kStages * kStageBytes + 128 + wg * 64 * kEpiRowBytes; }
+  __device__ uint32_t Staging() const { return this->smem + kEpiOffset + wg * 64 * kEpiRowBytes; }
 
   // Block-wide, at the start of a task: fresh barriers (the previous task drained every slot), then the
   // roles' register budgets. Followed by Produce/Consume calls in the two roles, then End().

@@ -15,7 +15,7 @@ constexpr int kStreamStages = 4;
 constexpr uint32_t kStreamStageBytes = 16384;  // per source
 // The stream's barriers sit after the GMM tile's (kStages full + empty), inside kGemmTmaSmemBytes: no data
 // ever lands on an mbarrier of either.
-constexpr uint32_t kStreamBarrierOffset = kStages * kStageBytes + 16 * kStages;
+constexpr uint32_t kStreamBarrierOffset = kBarrierBase + 16 * kStages;
 static_assert(kStreamBarrierOffset + 8 * kStreamStages + 1023 <= kGemmTmaSmemBytes, "stream barriers fit");
 
 __device__ __forceinline__ void BulkLoad(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {

@@ -20,6 +20,19 @@
 // SwiGLU tiles yet. The platform for multicast without per-step lockstep (BlockGemmWsPaired).
 #define HPMOE_GEMM_WS 0
 #endif
+#ifndef HPMOE_GEMM_TALL
+// 1 (with HPMOE_GEMM_WS=2): the GMM and GMM_TRANS_B tasks run the tall 256 x 192 tile (block_gemm_tall.cuh;
+// 3.4% faster than the 128 x 256 tile alone at the power cap, docs/cuda.md "The tall tile, alone"); compile the
+// schedule with tile_m 256. The pipeline's barriers move past its larger stages. Bitwise the default; in the op
+// 30-40% slower for now (the GMM walk state spills into its K loops, session 37). 0: the 128 x 256 tile.
+#define HPMOE_GEMM_TALL 0
+#endif
+#ifndef HPMOE_TALL_CHECK_SKEW
+#define HPMOE_TALL_CHECK_SKEW 0  // 1: tests/cuda/tall_tile_check.cu only (BlockGemmTall::skew_last_ns)
+#endif
+#if HPMOE_GEMM_TALL && HPMOE_GEMM_WS != 2
+#error "the tall tile runs in the roles of the whole launch (HPMOE_GEMM_TALL=1 needs HPMOE_GEMM_WS=2)"
+#endif
 #if HPMOE_GEMM_WS && !HPMOE_GEMM_TMA
 #error "the warp-specialised tile is fed by TMA (HPMOE_GEMM_WS=1 needs HPMOE_GEMM_TMA=1)"
 #endif

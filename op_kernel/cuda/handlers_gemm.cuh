@@ -14,6 +14,9 @@
 #endif
 #if HPMOE_GEMM_WS
 #include "block_gemm_ws.cuh"
+#if HPMOE_GEMM_TALL
+#include "block_gemm_tall.cuh"
+#endif
 #elif HPMOE_GEMM_TMA
 #include "block_gemm_tma.cuh"
 #if HPMOE_GEMM_PAIRS
@@ -39,6 +42,9 @@ namespace cuda {
 
 #if HPMOE_GEMM_WS
 constexpr uint32_t kWorkerSmemBytes = kGemmWsSmemBytes;
+#if HPMOE_GEMM_TALL
+static_assert(kTallSmemBytes <= kWorkerSmemBytes, "the tall tile's stages fit the worker's shared memory");
+#endif
 #elif HPMOE_GEMM_TMA && HPMOE_WGRAD_CHAIN
 constexpr uint32_t kWorkerSmemBytes = kGemmChainSmemBytes;
 #elif HPMOE_GEMM_TMA
@@ -92,11 +98,21 @@ __device__ __forceinline__ void WriteWeightGrad(const DeviceRank& d, uint32_t sl
 }
 
 #if HPMOE_GEMM_WS
+// The GMM tasks' tile in the roles of HPMOE_GEMM_WS: the 128 x 256 tile, or the tall 256 x 192 one.
+#if HPMOE_GEMM_TALL
+template <class T, bool kTransB>
+using GmmTileWs = BlockGemmTall<T, kTransB>;
+#else
+template <class T, bool kTransB>
+using GmmTileWs = BlockGemmWs<T, false, kTransB>;
+#endif
+
 // A GMM task's tiles in one of the warp-specialised roles (RunGmm has checked the task): every tile, ascending
 // by expert segment, row tile and column tile; kProducer issues their K steps (one thread), else the consumers
 // multiply and store them.
-template <class T, bool kTransB, bool kProducer>
-__device__ int32_t GmmTilesWs(const DeviceRank& d, BlockGemmWs<T, false, kTransB>& g, const ssc::SscTask& t) {
+template <class T, bool kTransB, bool kProducer, class Gemm>
+__device__ int32_t GmmTilesWs(const DeviceRank& d, Gemm& g, const ssc::SscTask& t) {
+  constexpr bool kTall = Gemm::kTileM != kBM;
   const ssc::SscTensorRef& in = t.inputs[0];
   const ssc::SscTensorRef& w = t.inputs[1];
   const ssc::SscTensorRef& out = t.outputs[0];
@@ -104,24 +120,25 @@ __device__ int32_t GmmTilesWs(const DeviceRank& d, BlockGemmWs<T, false, kTransB
   const int64_t k = kTransB ? nw : kw, n = kTransB ? kw : nw;
   const int64_t c0 = out.col_offset, c1 = int64_t(out.col_offset) + out.cols;
   const void* map_a = d.TensorMap(in.slot, kBoxRows128);
-  const void* map_b = d.TensorMap(w.slot, kTransB ? kBoxRows256 : kBoxRows64);
+  // The tall tile's K-major B step is a 128-line and a 64-line box (BlockGemmTall::IssueLoads).
+  const void* map_b = d.TensorMap(w.slot, kTransB ? (kTall ? kBoxRows128 : kBoxRows256) : kBoxRows64);
+  const void* map_b_half = kTall && kTransB ? d.TensorMap(w.slot, kBoxRows64) : nullptr;
   T* y = d.Slot<T>(out.slot);
   const bool issuer = g.Issuer();
   return ForEachExpertSegment(d, in.row_offset, in.rows, [&](uint32_t e, uint64_t r0, uint64_t r1) {
     const int64_t m = int64_t(r1 - r0);
-    for (int64_t m0 = 0; m0 < m; m0 += kBM) {
-      for (int64_t n0 = c0; n0 < c1; n0 += kBN) {
+    for (int64_t m0 = 0; m0 < m; m0 += Gemm::kTileM) {
+      for (int64_t n0 = c0; n0 < c1; n0 += Gemm::kTileN) {
         if constexpr (kProducer) {
           // Rows past the segment are the next expert's (or zero-filled): they only reach rows never stored.
-          if (issuer) g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e)}, int32_t(m0), int32_t(n0), 0, int32_t(k));
+          if (issuer)
+            g.Produce({map_a, 0, int32_t(r0), 0}, {map_b, 0, 0, int32_t(e), 0, map_b_half}, int32_t(m0), int32_t(n0),
+                      0, int32_t(k));
         } else {
           g.Zero();
           g.template Consume<false>(0, int32_t(k));
-#if HPMOE_GEMM_STAGED_EPILOGUE
-          g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
-#else
-          g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
-#endif
+          if constexpr (kTall || HPMOE_GEMM_STAGED_EPILOGUE) g.WriteStaged(y + r0 * n, n, m0, n0, m, c1);
+          else g.Write(y + r0 * n, n, m0, n0, m, c1, StoreRounded<T>{});
         }
       }
     }
@@ -147,7 +164,8 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
   const T* weights = d.Slot<T>(w.slot);
 #if HPMOE_GEMM_WS
   (void)x, (void)weights, (void)y;
-  BlockGemmWs<T, false, kTransB> g(smem);
+  GmmTileWs<T, kTransB> g(smem);
+  if constexpr (HPMOE_GEMM_TALL) g.SetPipe(WsBox().pipe);  // (BlockGemmWs's constructor does this itself)
   return RunWarpSpecialised(
       g, kTransB ? kWsJobGmmKMajorB : kWsJobGmm, &t, [&] { return GmmTilesWs<T, kTransB, true>(d, g, t); },
       [&] { return GmmTilesWs<T, kTransB, false>(d, g, t); });
@@ -335,10 +353,10 @@ __device__ uint32_t ProduceWsJob(const DeviceRank& d, uint8_t* smem, uint32_t ki
     return run(g, [&] { WeightGradTilesWs<T, true>(d, g, t, WsBox().k_rows); });
   }
   if (kind == kWsJobGmmKMajorB) {
-    BlockGemmWs<T, false, true> g(smem);
+    GmmTileWs<T, true> g(smem);
     return run(g, [&] { GmmTilesWs<T, true, true>(d, g, t); });
   }
-  BlockGemmWs<T, false, false> g(smem);
+  GmmTileWs<T, false> g(smem);
   return run(g, [&] { GmmTilesWs<T, false, true>(d, g, t); });
 }
 #endif

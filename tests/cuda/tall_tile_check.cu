@@ -1,14 +1,14 @@
 // GPU check of the tall GMM tile (op_kernel/cuda/block_gemm_tall.cuh, 256 x 192 outputs a block), run by
-// tests/cuda/test_tall_tile.py: C = A B with ragged M, N and K, each block one 256-row band walking its column
-// tiles, against the 128 x 256 tile in the same roles (BlockGemmWs, HPMOE_GEMM_WS=2; compared bitwise) and a
-// float64 reference on the host. Both B orders the GMM tasks read: MN-major (GMM: B is [K, N]) and K-major
-// (GMM_TRANS_B: B is W^T with W [N, K]). Prints one line per case; exit 0 iff all pass.
-// --sustain SECONDS [M N K [staged|direct|nostore]]: the question the tile is for (docs/cuda.md, "Fewer L2 bytes a FLOP"): at one shape
-// (default one Mixtral-8x22B expert's first GMM, below), each tile launched back to back for SECONDS, twice,
-// alternating, after a warm-up; prints TFLOP/s and the SM clock the launches ran at (block 0's clock64 against
-// %globaltimer), so the tile's rate at the power cap is read beside the clock it kept. The last word picks the
-// tall tile's epilogue (TallOut; `nostore`: neither tile writes, the K loops alone); all but `staged` time the
-// MN-major B only.
+// tests/cuda/test_tall_tile.py: C = A B with ragged M, N and K, two blocks each walking several tiles (warpgroup 1
+// held back before each tile's last K step, so the two reach the epilogue apart), against the 128 x 256 tile in the same roles
+// (BlockGemmWs, HPMOE_GEMM_WS=2; compared bitwise) and a float64 reference on the host. Both B orders the GMM
+// tasks read: MN-major (GMM: B is [K, N]) and K-major (GMM_TRANS_B: B is W^T with W [N, K]), and both of the
+// tile's epilogues. Prints one line per case; exit 0 iff all pass.
+// --sustain SECONDS [M N K [staged|direct|nostore]]: the question the tile is for (docs/cuda.md, "The tall
+// tile, alone"): at one shape (default one Mixtral-8x22B expert's first GMM, below), each tile launched back to
+// back for SECONDS, twice, alternating, after a warm-up; prints TFLOP/s and the SM clock the launches ran at
+// (block 0's clock64 against %globaltimer). The last word picks the tall tile's epilogue (TallOut; `nostore`:
+// neither tile writes, the K loops alone); all but `staged` time the MN-major B only.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -32,6 +32,7 @@ using tile_check::Ok;
 using T = __nv_bfloat16;
 
 static_assert(HPMOE_GEMM_WS == 2, "built with HPMOE_GEMM_WS=2: the 128 x 256 tile in the tall tile's roles");
+static_assert(HPMOE_TALL_CHECK_SKEW, "built with HPMOE_TALL_CHECK_SKEW=1: the check holds warpgroup 1 back");
 
 namespace {
 
@@ -70,7 +71,7 @@ enum TallOut : int { kOutStaged = 0, kOutDirect = 1, kOutNone = 2 };
 
 template <class Gemm, int kTileM, int kTileN>
 __device__ void RunTiles(Gemm& g, const TmaOperand& a, const TmaOperand& b, T* c, int32_t M, int32_t N, int32_t K,
-                         int out, ClockSpan* span) {
+                         int out, int skew_ns, ClockSpan* span) {
   const SpanMark mark;
   const int32_t row_tiles = (M + kTileM - 1) / kTileM, tiles = row_tiles * ((N + kTileN - 1) / kTileN);
   if (g.Producer()) {
@@ -84,9 +85,10 @@ __device__ void RunTiles(Gemm& g, const TmaOperand& a, const TmaOperand& b, T* c
     SetMaxRegsInc<kWsConsumerRegs>();
     for (int32_t t = blockIdx.x; t < tiles; t += gridDim.x) {
       const int32_t m0 = t % row_tiles * kTileM, n0 = t / row_tiles * kTileN;
+      if constexpr (kTileN == kTallBN) g.skew_last_ns = uint32_t(skew_ns);
       g.Zero();
       if constexpr (kTileN == kTallBN) {
-        g.Consume(0, K);
+        g.template Consume<false>(0, K);
         if (out == kOutStaged) g.WriteStaged(c, N, m0, n0, M, N);
         if (out == kOutDirect) g.Write(c, N, m0, n0, M, N);
         g.ReleaseHeld();
@@ -102,21 +104,22 @@ __device__ void RunTiles(Gemm& g, const TmaOperand& a, const TmaOperand& b, T* c
 }
 
 template <bool kTransB, bool kTall>
-__global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, const void* map_b, T* c, int32_t M,
-                                                          int32_t N, int32_t K, int out, ClockSpan* span) {
+__global__ void __launch_bounds__(kThreads, 1) TileKernel(const void* map_a, const void* map_b, const void* map_b_half,
+                                                          T* c, int32_t M, int32_t N, int32_t K, int out,
+                                                          int skew_ns, ClockSpan* span) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const TmaOperand a{map_a, 0, 0, 0};
-  const TmaOperand b{map_b, 0, 0, 0};
+  const TmaOperand b{map_b, 0, 0, 0, 0, map_b_half};
   if constexpr (kTall) {
     BlockGemmTall<T, kTransB> g(smem);
     if (threadIdx.x == 0) g.InitBarriers();
     __syncthreads();
-    RunTiles<decltype(g), kTallBM, kTallBN>(g, a, b, c, M, N, K, out, span);
+    RunTiles<decltype(g), kTallBM, kTallBN>(g, a, b, c, M, N, K, out, skew_ns, span);
   } else {
     if (threadIdx.x == 0) WsInitPipeline<T>(smem);
     __syncthreads();
     BlockGemmWs<T, false, kTransB> g(smem);
-    RunTiles<decltype(g), kBM, kBN>(g, a, b, c, M, N, K, out, span);
+    RunTiles<decltype(g), kBM, kBN>(g, a, b, c, M, N, K, out, skew_ns, span);
   }
 }
 
@@ -124,8 +127,11 @@ struct Problem {
   int M, N, K;
   int sms;  // blocks a launch: one an SM, each walking tiles in turn
   int out;  // TallOut
+  int skew_ns;  // the tall tile's warpgroup 1 waits this long before each tile's last K step (0 when timing)
   T *a, *b, *c_tall, *c_base;
-  CUtensorMap* maps;  // device: A (256-line box), B for the tall tile, A (128), B for the 128 x 256 tile
+  // Device: A (128-line boxes, both tiles); the tall tile's B (K-major: 128-line boxes, then its 64-line map;
+  // MN-major: 64-line boxes, and the second unused); the 128 x 256 tile's B (K-major: 256 lines; MN-major: 64).
+  CUtensorMap* maps;
 };
 
 template <bool kTransB, bool kTall>
@@ -136,8 +142,9 @@ bool Launch(const Problem& p, ClockSpan* span = nullptr) {
   if (!Ok(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "smem attribute"))
     return false;
   const int cols = kTall ? kTallBN : kBN, tiles = (p.M + rows - 1) / rows * ((p.N + cols - 1) / cols);
-  kernel<<<tiles < p.sms ? tiles : p.sms, kThreads, smem>>>(&p.maps[kTall ? 0 : 2], &p.maps[kTall ? 1 : 3],
-                                                      kTall ? p.c_tall : p.c_base, p.M, p.N, p.K, p.out, span);
+  kernel<<<tiles < p.sms ? tiles : p.sms, kThreads, smem>>>(&p.maps[0], &p.maps[kTall ? 1 : 3], &p.maps[2],
+                                                             kTall ? p.c_tall : p.c_base, p.M, p.N, p.K, p.out,
+                                                             p.skew_ns, span);
   return Ok(cudaGetLastError(), kTall ? "tall tile launch" : "128 x 256 tile launch");
 }
 
@@ -153,7 +160,7 @@ bool Prepare(EncodeTiled encode, std::mt19937& rng, int M, int N, int K, Problem
   for (auto& v : *b) v = __float2bfloat16(dist(rng));
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  *p = Problem{M, N, K, sms, kOutStaged};
+  *p = Problem{M, N, K, sms, kOutStaged, 0};
   const size_t c_bytes = size_t(M) * N * sizeof(T);
   if (!Ok(cudaMalloc(&p->a, a->size() * 2), "cudaMalloc") || !Ok(cudaMalloc(&p->b, b->size() * 2), "cudaMalloc") ||
       !Ok(cudaMalloc(&p->c_tall, c_bytes), "cudaMalloc") || !Ok(cudaMalloc(&p->c_base, c_bytes), "cudaMalloc") ||
@@ -165,11 +172,15 @@ bool Prepare(EncodeTiled encode, std::mt19937& rng, int M, int N, int K, Problem
   cudaMemset(p->c_base, 0xff, c_bytes);
   CUtensorMap maps[4];
   std::memset(maps, 0, sizeof(maps));
-  bool mapped = Map(encode, p->a, M, K, kTallBM, &maps[0]) && Map(encode, p->a, M, K, kBoxLines[kBoxRows128], &maps[2]);
+  bool mapped = Map(encode, p->a, M, K, kBoxLines[kBoxRows128], &maps[0]);
   if (kTransB)
-    mapped = mapped && Map(encode, p->b, N, K, kTallBN, &maps[1]) && Map(encode, p->b, N, K, kBoxLines[kBoxRows256], &maps[3]);
+    mapped = mapped && Map(encode, p->b, N, K, kBoxLines[kBoxRows128], &maps[1]) &&
+             Map(encode, p->b, N, K, kBoxLines[kBoxRows64], &maps[2]) &&
+             Map(encode, p->b, N, K, kBoxLines[kBoxRows256], &maps[3]);
   else
-    mapped = mapped && Map(encode, p->b, K, N, 64, &maps[1]) && Map(encode, p->b, K, N, kBoxLines[kBoxRows64], &maps[3]);
+    mapped = mapped && Map(encode, p->b, K, N, kBoxLines[kBoxRows64], &maps[1]) &&
+             Map(encode, p->b, K, N, kBoxLines[kBoxRows64], &maps[2]) &&
+             Map(encode, p->b, K, N, kBoxLines[kBoxRows64], &maps[3]);
   if (!mapped) {
     std::printf("tall tile: cuTensorMapEncodeTiled failed\n");
     return false;
@@ -195,6 +206,10 @@ bool Case(EncodeTiled encode, std::mt19937& rng, int M, int N, int K) {
   std::vector<T> a, b;
   if (!Prepare<kTransB>(encode, rng, M, N, K, &p, &a, &b)) return false;
   p.sms = 2;  // two blocks, each walking several tiles: the pipeline carries its slots and phases across tiles
+  // The tall tile's warpgroup 1 20 us late before each tile's last K step, so warpgroup 0 reaches the epilogue
+  // while the other still reads the held slot: an epilogue that staged over it before both were done fails here
+  // (it did, in the op, before the warpgroups met first; with the two in step this check passed).
+  p.skew_ns = 20000;
   const size_t count = size_t(M) * N;
   std::vector<T> tall(count), base(count);
   bool ok = true;
@@ -287,10 +302,14 @@ int main(int argc, char** argv) {
     const int M = argc > 5 ? std::atoi(argv[3]) : 1024, N = argc > 5 ? std::atoi(argv[4]) : 25344,
               K = argc > 5 ? std::atoi(argv[5]) : 6144;
     const char* how = argc > 6 ? argv[6] : "staged";
-    const int out = std::strcmp(how, "nostore") == 0 ? kOutNone : std::strcmp(how, "direct") == 0 ? kOutDirect : kOutStaged;
+    const int out = std::strcmp(how, "nostore") == 0  ? kOutNone
+                    : std::strcmp(how, "direct") == 0 ? kOutDirect
+                                                      : kOutStaged;
     std::printf("tall tile sustain: %d SMs, M %d N %d K %d, %.1f s a tile and round, tall tile epilogue %s\n",
                 prop.multiProcessorCount, M, N, K, seconds,
-                out == kOutNone ? "none (K loops alone; neither tile stores)" : out == kOutDirect ? "direct" : "staged");
+                out == kOutNone     ? "none (K loops alone; neither tile stores)"
+                : out == kOutDirect ? "direct"
+                                    : "staged");
     const bool gmm = SustainCase<false>(encode, rng, M, N, K, seconds, out);
     const bool trans_b = out != kOutStaged || SustainCase<true>(encode, rng, M, N, K, seconds, out);
     return gmm && trans_b ? 0 : 1;
