@@ -47,6 +47,9 @@ struct BlockGemmTall {
       : wg(int(threadIdx.x / 128) == kWsProducerWg ? -1 : int(threadIdx.x / 128)) {
     const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
     smem = (s + 1023) & ~1023u;
+#if HPMOE_GEMM_TALL
+    if (!Producer()) SetPipe(WsBox().pipe);  // where the previous task left it, as BlockGemmWs (WS=2) does
+#endif
   }
   __device__ bool Producer() const { return wg < 0; }
   // The pipeline position as BlockGemmWs keeps it, so that under HPMOE_GEMM_TALL both tiles continue one pipeline
@@ -120,11 +123,8 @@ struct BlockGemmTall {
       MbarWait(Full(stage), phase);
 #if HPMOE_TALL_CHECK_SKEW
       if (wg == 1 && k + kBK >= k1 && skew_last_ns > 0) {
-        uint64_t t0, t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-        do {
-          asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        } while (t - t0 < skew_last_ns);
+        for (const uint64_t until = GlobalTimerNs() + skew_last_ns; GlobalTimerNs() < until;) {
+        }
       }
 #endif
       IssueStage(stage);
@@ -183,7 +183,7 @@ struct BlockGemmTall {
                        "r"(Bits16(FromF<T>(v[0])) | (Bits16(FromF<T>(v[1])) << 16))
                        : "memory");
         }
-      WarpgroupSync();
+      ConsumerWarpgroupSync(wg);
       if (vectors && row0 + 64 <= m_valid && n0 + kTallBN <= n_valid) {  // a whole slab: loads, then stores
         uint4 vec[kChunks];
 #pragma unroll
@@ -205,7 +205,7 @@ struct BlockGemmTall {
           else StoreEdge(c + m * ldc + n, src, int(n_valid - n));
         }
       }
-      WarpgroupSync();  // the slab is read before the next one overwrites it
+      ConsumerWarpgroupSync(wg);  // the slab is read before the next one overwrites it
     }
     ReleaseHeld();
   }
@@ -217,10 +217,6 @@ struct BlockGemmTall {
     __syncwarp();
     if (threadIdx.x % 32 == 0) MbarArrive(Empty(held));
     held = -1;
-  }
-  __device__ void WarpgroupSync() const {
-    if (wg == 0) NamedBarrier<kBarConsumerWg0, 128>();
-    else NamedBarrier<kBarConsumerWg0 + 1, 128>();
   }
 
   // Consumers: 16-bit outputs straight from the accumulators, as 16-byte row vectors: WriteStaged's way out

@@ -75,6 +75,11 @@ template <uint32_t kId, uint32_t kCount>
 __device__ __forceinline__ void NamedBarrierArrive() {
   asm volatile("bar.arrive %0, %1;" ::"n"(kId), "n"(kCount) : "memory");
 }
+// Consumer warpgroup wg (0 or 1) alone, on its own named barrier.
+__device__ __forceinline__ void ConsumerWarpgroupSync(int wg) {
+  if (wg == 0) NamedBarrier<kBarConsumerWg0, 128>();
+  else NamedBarrier<kBarConsumerWg0 + 1, 128>();
+}
 
 // WS=2: what the workers tell the producer. Written by the workers between kBarWsIdle (the producer is done
 // with the previous job) and kBarWsPosted (this one is posted), read by the producer until its next
@@ -196,8 +201,7 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
                          : "memory");
           }
         }
-        if (wg == 0) NamedBarrier<kBarConsumerWg0, 128>();
-        else NamedBarrier<kBarConsumerWg0 + 1, 128>();
+        ConsumerWarpgroupSync(wg);
         for (int i = tid; i < 64 * 16; i += 128) {
           const int row = i / 16, v = i % 16;
           const int64_t m = row0 + row, n = nh + 8 * v;
@@ -209,8 +213,7 @@ struct BlockGemmWs : BlockGemmTma<T, kAColMajor, kBColMajor> {
             StoreEdge(c + m * ldc + n, src, int(n_valid - n));
           }
         }
-        if (wg == 0) NamedBarrier<kBarConsumerWg0, 128>();
-        else NamedBarrier<kBarConsumerWg0 + 1, 128>();  // the buffer is read before the next half overwrites it
+        ConsumerWarpgroupSync(wg);  // the buffer is read before the next half overwrites it
       }
     }
   }

@@ -165,7 +165,6 @@ __device__ int32_t RunGmm(const DeviceRank& d, uint8_t* smem, const ssc::SscTask
 #if HPMOE_GEMM_WS
   (void)x, (void)weights, (void)y;
   GmmTileWs<T, kTransB> g(smem);
-  if constexpr (HPMOE_GEMM_TALL) g.SetPipe(WsBox().pipe);  // (BlockGemmWs's constructor does this itself)
   return RunWarpSpecialised(
       g, kTransB ? kWsJobGmmKMajorB : kWsJobGmm, &t, [&] { return GmmTilesWs<T, kTransB, true>(d, g, t); },
       [&] { return GmmTilesWs<T, kTransB, false>(d, g, t); });

@@ -1,9 +1,9 @@
 // GPU check of the tall GMM tile (op_kernel/cuda/block_gemm_tall.cuh, 256 x 192 outputs a block), run by
 // tests/cuda/test_tall_tile.py: C = A B with ragged M, N and K, two blocks each walking several tiles (warpgroup 1
-// held back before each tile's last K step, so the two reach the epilogue apart), against the 128 x 256 tile in the same roles
-// (BlockGemmWs, HPMOE_GEMM_WS=2; compared bitwise) and a float64 reference on the host. Both B orders the GMM
-// tasks read: MN-major (GMM: B is [K, N]) and K-major (GMM_TRANS_B: B is W^T with W [N, K]), and both of the
-// tile's epilogues. Prints one line per case; exit 0 iff all pass.
+// held back before each tile's last K step, so the two reach the epilogue apart), against the 128 x 256 tile in
+// the same roles (BlockGemmWs, HPMOE_GEMM_WS=2; compared bitwise) and a float64 reference on the host. Both B
+// orders the GMM tasks read: MN-major (GMM: B is [K, N]) and K-major (GMM_TRANS_B: B is W^T with W [N, K]), and
+// both of the tile's epilogues. Prints one line per case; exit 0 iff all pass.
 // --sustain SECONDS [M N K [staged|direct|nostore]]: the question the tile is for (docs/cuda.md, "The tall
 // tile, alone"): at one shape (default one Mixtral-8x22B expert's first GMM, below), each tile launched back to
 // back for SECONDS, twice, alternating, after a warm-up; prints TFLOP/s and the SM clock the launches ran at
@@ -41,34 +41,28 @@ struct ClockSpan {
   unsigned long long cycles, ns;
 };
 
-__device__ __forceinline__ uint64_t GlobalNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // Block 0's thread 0 at the start and end of its work (after its consumers are done).
 struct SpanMark {
   uint64_t c0 = 0, t0 = 0;
   __device__ SpanMark() {
-    if (blockIdx.x == 0 && threadIdx.x == 0) c0 = clock64(), t0 = GlobalNs();
+    if (blockIdx.x == 0 && threadIdx.x == 0) c0 = clock64(), t0 = GlobalTimerNs();
   }
   __device__ void End(ClockSpan* span) const {
     if (blockIdx.x == 0 && threadIdx.x == 0 && span != nullptr) {
       atomicAdd(&span->cycles, (unsigned long long)(clock64() - c0));
-      atomicAdd(&span->ns, (unsigned long long)(GlobalNs() - t0));
+      atomicAdd(&span->ns, (unsigned long long)(GlobalTimerNs() - t0));
     }
   }
 };
+
+// How the tall tile's rows leave: staged in the held slot (its epilogue), straight from the accumulators (its
+// fallback), or not at all (--sustain's `nostore`: the K loops alone; the 128 x 256 tile then writes nothing too).
+enum TallOut : int { kOutStaged = 0, kOutDirect = 1, kOutNone = 2 };
 
 // Both kernels: threads 256.. produce (one issues), 0..255 consume, each role at its setmaxnreg budget; the
 // pipeline lives across the block's tiles. Tiles go to blocks in turn, column by column (all row tiles of a
 // column tile, then the next), as the op's GMM tasks meet a weight panel: each panel is read from DRAM once
 // and by the row tiles of one wave from L2, the activations stay in L2.
-// How the tall tile's rows leave: staged in the held slot (its epilogue), straight from the accumulators (its
-// fallback), or not at all (--sustain's `nostore`: the K loops alone; the 128 x 256 tile then writes nothing too).
-enum TallOut : int { kOutStaged = 0, kOutDirect = 1, kOutNone = 2 };
-
 template <class Gemm, int kTileM, int kTileN>
 __device__ void RunTiles(Gemm& g, const TmaOperand& a, const TmaOperand& b, T* c, int32_t M, int32_t N, int32_t K,
                          int out, int skew_ns, ClockSpan* span) {
@@ -173,14 +167,14 @@ bool Prepare(EncodeTiled encode, std::mt19937& rng, int M, int N, int K, Problem
   CUtensorMap maps[4];
   std::memset(maps, 0, sizeof(maps));
   bool mapped = Map(encode, p->a, M, K, kBoxLines[kBoxRows128], &maps[0]);
-  if (kTransB)
+  if (kTransB) {
     mapped = mapped && Map(encode, p->b, N, K, kBoxLines[kBoxRows128], &maps[1]) &&
              Map(encode, p->b, N, K, kBoxLines[kBoxRows64], &maps[2]) &&
              Map(encode, p->b, N, K, kBoxLines[kBoxRows256], &maps[3]);
-  else
-    mapped = mapped && Map(encode, p->b, K, N, kBoxLines[kBoxRows64], &maps[1]) &&
-             Map(encode, p->b, K, N, kBoxLines[kBoxRows64], &maps[2]) &&
-             Map(encode, p->b, K, N, kBoxLines[kBoxRows64], &maps[3]);
+  } else {
+    mapped = mapped && Map(encode, p->b, K, N, kBoxLines[kBoxRows64], &maps[1]);
+    maps[2] = maps[3] = maps[1];  // both tiles read MN-major B as 64-line boxes
+  }
   if (!mapped) {
     std::printf("tall tile: cuTensorMapEncodeTiled failed\n");
     return false;
